@@ -1,0 +1,97 @@
+/**
+ * Credentials (spec "Authentication"): `x-api-key` on signals and search, `Authorization: Bearer`
+ * on the aggregator service. Failures are 401 (missing, unknown, revoked, expired, forged) or 403
+ * (authenticated but not allowed), in the service's error shape.
+ */
+import type { RequestHandler, Response } from 'express';
+import { findApiKey, type KeyService } from '../../lib/api-keys.ts';
+import type { PlatformContext } from '../../lib/context.ts';
+import { domainsForAggregatorTypes } from '../../lib/network.ts';
+import { TokenError } from '../../lib/tokens.ts';
+import { HttpError } from './errors.ts';
+
+/** Requires a valid, unrevoked API key of `service`; sets `res.locals.apiKey`. */
+export function apiKeyAuth(ctx: PlatformContext, service: KeyService): RequestHandler {
+  return async (req, res, next) => {
+    const key = req.header('x-api-key');
+    if (!key) throw new HttpError(401, 'Missing x-api-key header', { code: 'missing_api_key' });
+    const found = await findApiKey(ctx.pool, service, key);
+    if (!found) throw new HttpError(401, 'Unknown or revoked API key', { code: 'invalid_api_key' });
+    res.locals.apiKey = found;
+    next();
+  };
+}
+
+/** The aggregator acting in a request, from a verified token and its registered record. */
+export interface Caller {
+  subject: string;
+  aggregatorId: string;
+  orgId: string;
+  orgSlug: string;
+  /** Aggregator types granted: those in the token that are also registered for the aggregator. */
+  types: string[];
+  /** Participant domains those types may onboard. */
+  domains: Set<string>;
+  roles: string[];
+}
+
+const bearerChallenge = (error?: string) => ({ 'WWW-Authenticate': error ? `Bearer realm="ldp", error="${error}"` : 'Bearer realm="ldp"' });
+
+/**
+ * Requires a bearer token (RFC 6750) verified by `ctx.tokens` whose aggregator exists and is
+ * approved; sets `res.locals.caller`. Data scoping uses the caller, never ids from body or path.
+ */
+export function bearerAuth(ctx: PlatformContext): RequestHandler {
+  return async (req, res, next) => {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(req.header('authorization') ?? '');
+    if (!match) throw new HttpError(401, 'Missing bearer token in the Authorization header', { code: 'missing_token', headers: bearerChallenge() });
+    let claims;
+    try {
+      claims = await ctx.tokens.verify(match[1]);
+    } catch (err) {
+      if (err instanceof TokenError) throw new HttpError(401, `Invalid bearer token: ${err.message}`, { code: 'invalid_token', headers: bearerChallenge('invalid_token') });
+      throw err;
+    }
+    const { rows } = await ctx.pool.query<{ org_id: string; types: string[]; status: string; slug: string; org_status: string }>(
+      `SELECT a.org_id, a.types, a.status, o.slug, o.status AS org_status
+         FROM aggregator.aggregators a JOIN aggregator.organisations o USING (org_id)
+        WHERE a.aggregator_id = $1`, [claims.aggregator_id]);
+    const record = rows[0];
+    if (!record || record.org_id !== claims.org_id) {
+      throw new HttpError(401, 'Bearer token names an unknown aggregator', { code: 'invalid_token', headers: bearerChallenge('invalid_token') });
+    }
+    if (record.status !== 'approved' || record.org_status !== 'approved') {
+      throw new HttpError(403, `Aggregator is ${record.status === 'approved' ? `in a ${record.org_status} organisation` : record.status}, not approved`, { code: 'aggregator_not_approved' });
+    }
+    const types = claims.aggregator_type.filter((t) => record.types.includes(t));
+    res.locals.caller = {
+      subject: claims.sub, aggregatorId: claims.aggregator_id, orgId: record.org_id, orgSlug: record.slug,
+      types, domains: domainsForAggregatorTypes(ctx.network, types), roles: claims.roles,
+    } satisfies Caller;
+    next();
+  };
+}
+
+/** The caller set by `bearerAuth`. */
+export function callerOf(res: Response): Caller {
+  return res.locals.caller as Caller;
+}
+
+/** 403 unless the caller has one of `roles`. */
+export function requireRole(...roles: string[]): RequestHandler {
+  return (_req, res, next) => {
+    const caller = callerOf(res);
+    if (!caller.roles.some((r) => roles.includes(r))) {
+      throw new HttpError(403, `This action needs one of the roles ${roles.join(', ')}`, { code: 'insufficient_role' });
+    }
+    next();
+  };
+}
+
+/** 403 unless the caller's aggregator types allow onboarding `domain`. */
+export function assertDomainAllowed(res: Response, domain: string): void {
+  const caller = callerOf(res);
+  if (!caller.domains.has(domain)) {
+    throw new HttpError(403, `Aggregator type ${caller.types.join(', ') || '(none)'} may not onboard ${domain} participants`, { code: 'domain_not_allowed' });
+  }
+}

@@ -1,0 +1,14 @@
+/** The signals service (`/api/v1/...`, header x-api-key; errors in shape A, signup in shape B). */
+import type { Express } from 'express';
+import type { PlatformContext } from '../../lib/context.ts';
+import { apiKeyAuth } from '../http/auth.ts';
+import { healthRoutes } from '../http/health.ts';
+import { createServiceApp, finishServiceApp } from '../http/service-app.ts';
+
+export function createSignalsApp(ctx: PlatformContext): Express {
+  const app = createServiceApp(ctx, 'signals');
+  app.use(healthRoutes(ctx, 'signals'));
+  app.use('/api/v1', apiKeyAuth(ctx, 'signals'));
+  finishServiceApp(app, 'A');
+  return app;
+}

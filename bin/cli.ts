@@ -1,0 +1,69 @@
+/** The `ldp` command line (run as `npx ldp …` from the repository root). */
+import { Command } from 'commander';
+import { SERVICES } from '../api/server.ts';
+import { aggregatorCreate, token } from './commands/aggregator.ts';
+import { keysCreate, keysList, keysRevoke } from './commands/keys.ts';
+import { parseService, runPlatform } from './commands/start.ts';
+import { CliError, withPlatformContext } from './command-context.ts';
+
+const program = new Command('ldp')
+  .description('Local Discovery Platform: signals, search and aggregator services with their worker')
+  .showHelpAfterError();
+
+program.command('start')
+  .description('run the three services and the worker; embedded PostgreSQL in DATA_DIR unless DATABASE_URL is set')
+  .action(() => runPlatform({ services: SERVICES, worker: true }, true));
+
+program.command('serve')
+  .description('run one service alone against DATABASE_URL (or the running instance)')
+  .requiredOption('--service <name>', `one of ${SERVICES.join(', ')}`)
+  .action((opts) => runPlatform({ services: [parseService(opts.service)], worker: false }, false));
+
+program.command('worker')
+  .description('run a graphile-worker runner alone against DATABASE_URL (or the running instance)')
+  .action(() => runPlatform({ services: [], worker: true }, false));
+
+program.command('migrate')
+  .description('apply pending database migrations and exit')
+  .action(() => withPlatformContext(async () => {
+    process.stdout.write('migrations current\n');
+  }));
+
+const keys = program.command('keys').description('API keys of the signals and search services');
+keys.command('create')
+  .requiredOption('--service <service>', 'signals or search')
+  .requiredOption('--name <name>', 'who the key is for')
+  .description('create a key and print it (shown only once)')
+  .action(keysCreate);
+keys.command('revoke <keyId>')
+  .requiredOption('--service <service>', 'signals or search')
+  .description('revoke a key by its id (see `keys list`)')
+  .action(keysRevoke);
+keys.command('list')
+  .requiredOption('--service <service>', 'signals or search')
+  .description('list keys (ids, prefixes, names, status)')
+  .action(keysList);
+
+program.command('aggregator')
+  .description('aggregators')
+  .command('create')
+  .requiredOption('--name <name>', 'aggregator name')
+  .requiredOption('--types <types>', 'comma-separated aggregator types, e.g. seeker,provider')
+  .option('--org-slug <slug>', 'organisation slug (default: from the name)')
+  .description('create an approved aggregator with its organisation; prints JSON')
+  .action(aggregatorCreate);
+
+program.command('token')
+  .description('print a bearer token for an aggregator (built-in issuer)')
+  .requiredOption('--aggregator <id>', 'aggregator id')
+  .option('--ttl <duration>', 'lifetime, e.g. 30m, 1h, 7d', '1h')
+  .option('--roles <roles>', 'comma-separated roles: admin, operator, viewer', 'admin')
+  .action(token);
+
+try {
+  await program.parseAsync(process.argv);
+} catch (err) {
+  // Expected failures (CliError) print their message alone; anything else also its stack.
+  process.stderr.write(`ldp: ${err instanceof CliError ? err.message : (err as Error).stack ?? err}\n`);
+  process.exit(1);
+}

@@ -1,0 +1,41 @@
+/** `ldp aggregator create` and `ldp token`: aggregators and their bearer tokens (built-in issuer). */
+import { createAggregator, findAggregator } from '../../lib/aggregators.ts';
+import { withTransaction } from '../../lib/db.ts';
+import { ROLES } from '../../lib/tokens.ts';
+import { CliError, withPlatformContext } from '../command-context.ts';
+
+const list = (value: string) => value.split(',').map((s) => s.trim()).filter(Boolean);
+
+/** Creates an approved aggregator and its organisation; prints `{aggregator_id, org_id, org_slug}`. */
+export async function aggregatorCreate(opts: { name: string; types: string; orgSlug?: string }): Promise<void> {
+  const record = await withPlatformContext((ctx) => withTransaction(ctx.pool, (client) =>
+    createAggregator(client, ctx.network, { name: opts.name, types: list(opts.types), orgSlug: opts.orgSlug })))
+    .catch((err: Error) => {
+      throw err.message.startsWith('Unknown aggregator type') ? new CliError(err.message) : err;
+    });
+  process.stdout.write(`${JSON.stringify({ aggregator_id: record.aggregator_id, org_id: record.org_id, org_slug: record.org_slug })}\n`);
+}
+
+/** Parses durations such as `90s`, `30m`, `1h`, `7d` into seconds. @throws CliError */
+export function parseDuration(value: string): number {
+  const match = /^(\d+)\s*(s|m|h|d)?$/.exec(value.trim());
+  if (!match || Number(match[1]) === 0) throw new CliError(`--ttl must be a duration such as 30m, 1h or 7d, not ${value}`);
+  return Number(match[1]) * { s: 1, m: 60, h: 3600, d: 86400 }[(match[2] ?? 's') as 's' | 'm' | 'h' | 'd'];
+}
+
+/** Mints a bearer token for an aggregator and prints it alone. */
+export async function token(opts: { aggregator: string; ttl: string; roles: string }): Promise<void> {
+  const ttl = parseDuration(opts.ttl);
+  const roles = list(opts.roles);
+  const badRole = roles.find((r) => !(ROLES as readonly string[]).includes(r));
+  if (badRole || roles.length === 0) throw new CliError(`--roles must be a comma-separated subset of ${ROLES.join(', ')}`);
+  const jwt = await withPlatformContext(async (ctx) => {
+    const agg = await findAggregator(ctx.pool, opts.aggregator);
+    if (!agg) throw new CliError(`No aggregator with id ${opts.aggregator}`);
+    return ctx.tokens.issue({
+      sub: `aggregator:${agg.aggregator_id}`, aggregator_id: agg.aggregator_id, org_id: agg.org_id,
+      aggregator_type: agg.types, roles,
+    }, ttl);
+  });
+  process.stdout.write(`${jwt}\n`);
+}

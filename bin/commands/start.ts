@@ -1,0 +1,69 @@
+/**
+ * `ldp start` (everything in one process, on the embedded database when DATABASE_URL is unset),
+ * `ldp serve --service NAME` and `ldp worker` (one part alone), and their graceful stop on
+ * SIGINT/SIGTERM: stop taking requests, let running jobs finish within SHUTDOWN_TIMEOUT_MS, close
+ * the pool, stop the embedded PostgreSQL cleanly. A second signal exits at once.
+ */
+import { ConfigError, loadConfig } from '../../lib/config.ts';
+import { removeInstance, writeInstance } from '../../lib/instance.ts';
+import { createLogger } from '../../lib/logger.ts';
+import { SERVICES } from '../../api/server.ts';
+import type { ServiceName } from '../../api/http/service-app.ts';
+import { CliError } from '../command-context.ts';
+import { openDatabase } from '../database.ts';
+import { startPlatform, type PlatformParts } from '../platform.ts';
+
+/** Runs `parts` until a signal arrives. `owner` marks `ldp start`, which records the instance. */
+export async function runPlatform(parts: PlatformParts, owner: boolean): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) throw new CliError(err.message);
+    throw err;
+  }
+  const logger = createLogger(config.LOG_LEVEL);
+  const started = Date.now();
+  const db = await openDatabase(config, logger, { owner });
+  let platform;
+  try {
+    platform = await startPlatform(config, logger, db.url, parts);
+  } catch (err) {
+    await db.release().catch(() => {});
+    throw err;
+  }
+  if (owner && db.embedded) {
+    await writeInstance(config.dataDirPath, { pid: process.pid, database_url: db.url, urls: platform.ctx.urls, started_at: new Date().toISOString() });
+  }
+  for (const s of platform.services) process.stdout.write(`${s.name.padEnd(10)} ${s.url}\n`);
+  if (platform.worker) process.stdout.write(`worker     running (concurrency ${config.WORKER_CONCURRENCY})\n`);
+  logger.info({ ms: Date.now() - started, database: db.embedded ? `embedded (${db.embedded.dataDir})` : 'DATABASE_URL' }, 'platform started');
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) {
+      logger.warn({ signal }, 'second signal: exiting now');
+      process.exit(130);
+    }
+    stopping = true;
+    logger.info({ signal }, 'stopping: no new requests, waiting for running jobs');
+    try {
+      await platform.stop();
+      if (owner) await removeInstance(config.dataDirPath);
+      await db.release();
+      logger.info('stopped cleanly');
+      process.exit(0);
+    } catch (err) {
+      logger.error({ err }, 'error while stopping');
+      process.exit(1);
+    }
+  };
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+}
+
+/** Parses `--service` for `ldp serve`. @throws CliError on an unknown name. */
+export function parseService(name: string): ServiceName {
+  if (!SERVICES.includes(name as ServiceName)) throw new CliError(`--service must be one of ${SERVICES.join(', ')}`);
+  return name as ServiceName;
+}

@@ -1,0 +1,32 @@
+/**
+ * Which database an `ldp` command uses: DATABASE_URL when set; else the embedded database of the
+ * instance `ldp start` is running from DATA_DIR; else the embedded database in DATA_DIR, started
+ * for this command (initialised on first use) and stopped again when it is done.
+ */
+import type { Config } from '../lib/config.ts';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../lib/embedded-postgres.ts';
+import { readInstance } from '../lib/instance.ts';
+import type { Logger } from '../lib/logger.ts';
+
+export interface DatabaseHandle {
+  url: string;
+  /** Set when this process started the embedded server (and must stop it). */
+  embedded?: EmbeddedPostgres;
+  release(): Promise<void>;
+}
+
+/** Opens the database for a command; `owner` commands (`ldp start`) refuse to share DATA_DIR. */
+export async function openDatabase(config: Config, logger: Logger, options: { owner?: boolean } = {}): Promise<DatabaseHandle> {
+  if (config.DATABASE_URL) return { url: config.DATABASE_URL, release: async () => {} };
+  const running = await readInstance(config.dataDirPath);
+  if (running && options.owner) {
+    throw new Error(`The platform is already running from ${config.dataDirPath} (pid ${running.pid}); stop it first, or add parts with \`ldp serve\` / \`ldp worker\``);
+  }
+  if (running) return { url: running.database_url, release: async () => {} };
+  const log = logger.child({ component: 'embedded-postgres' });
+  const embedded = await startEmbeddedPostgres({
+    dataDir: config.dataDirPath, port: config.EMBEDDED_POSTGRES_PORT, log: (line) => log.info(line),
+  });
+  log.info({ port: embedded.port, dataDir: embedded.dataDir }, 'embedded PostgreSQL started');
+  return { url: embedded.url, embedded, release: () => embedded.stop() };
+}

@@ -1,0 +1,131 @@
+/**
+ * Configuration: every environment variable the platform reads, validated with zod at start.
+ *
+ * Keys keep their environment-variable names so that README's configuration table, `.env.example`
+ * and the code use one vocabulary. A bad value stops the start with a message naming the variable.
+ */
+import path from 'node:path';
+import { z } from 'zod';
+
+const port = z.coerce.number().int().min(0).max(65535);
+const positiveInt = z.coerce.number().int().positive();
+const optionalString = z.string().min(1).optional();
+const bool = z.stringbool();
+
+/** Parses sizes such as `200mb`, `10MiB`, `1048576` into bytes. */
+const byteSize = z.string().transform((value, ctx) => {
+  const match = /^\s*(\d+(?:\.\d+)?)\s*(b|kb|kib|mb|mib|gb|gib)?\s*$/i.exec(value);
+  if (!match) {
+    ctx.addIssue({ code: 'custom', message: 'expected a size such as 200mb or 1048576' });
+    return z.NEVER;
+  }
+  const units: Record<string, number> = { b: 1, kb: 1e3, kib: 1024, mb: 1e6, mib: 1024 ** 2, gb: 1e9, gib: 1024 ** 3 };
+  return Math.floor(Number(match[1]) * units[(match[2] ?? 'b').toLowerCase()]);
+});
+
+export const configSchema = z.object({
+  NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  DATA_DIR: z.string().min(1).default('.data'),
+  DATABASE_URL: z.url({ protocol: /^postgres(ql)?$/ }).optional(),
+  DATABASE_POOL_SIZE: positiveInt.default(10),
+  EMBEDDED_POSTGRES_PORT: port.default(54329),
+  NETWORK: z.string().regex(/^[a-z0-9][a-z0-9-]*$/, 'expected a network id such as local-discovery').default('local-discovery'),
+
+  HOST: z.string().min(1).default('127.0.0.1'),
+  SIGNALS_PORT: port.default(3001),
+  AGGREGATOR_PORT: port.default(3002),
+  SEARCH_PORT: port.default(3003),
+  /** Base URLs the parts use to reach each other (default: HOST and the port of each service). */
+  SIGNALS_URL: z.url().optional(),
+  SEARCH_URL: z.url().optional(),
+  /** Public base URL of the aggregator service, used in registration links. */
+  AGGREGATOR_PUBLIC_URL: z.url().optional(),
+  /** Key the platform's own parts use to call signals and search; generated into DATA_DIR when unset. */
+  INTERNAL_API_KEY: z.string().min(32).optional(),
+  HTTP_BODY_LIMIT: byteSize.default(1024 * 1024),
+  SEARCH_TIMEOUT_MS: positiveInt.default(2000),
+
+  WORKER_CONCURRENCY: positiveInt.default(2),
+  SHUTDOWN_TIMEOUT_MS: positiveInt.default(30_000),
+
+  JWT_ISSUER: z.string().min(1).default('urn:ldp:built-in-issuer'),
+  JWT_AUDIENCE: z.string().min(1).default('ldp-aggregator'),
+  /** Private key of the built-in issuer as a JWK (JSON) or PKCS#8 PEM; generated into DATA_DIR when unset. */
+  JWT_PRIVATE_KEY: optionalString,
+  OIDC_ISSUER: z.url().optional(),
+  OIDC_JWKS_URL: z.url().optional(),
+  OIDC_AUDIENCE: optionalString,
+  OIDC_ALGORITHMS: z.string().regex(/^[A-Z0-9]+(,[A-Z0-9]+)*$/, 'expected a comma-separated list such as RS256,ES256').default('RS256,ES256'),
+
+  /** 32-byte key for PII encryption and blind indexes, base64; generated into DATA_DIR when unset. */
+  PII_KEY: z.base64().refine((v) => Buffer.from(v, 'base64').length === 32, 'expected 32 bytes, base64-encoded').optional(),
+
+  S3_ENDPOINT: z.url().optional(),
+  S3_ACCESS_KEY: optionalString,
+  S3_SECRET_KEY: optionalString,
+  S3_BUCKET: z.string().min(3).default('ldp'),
+  S3_REGION: z.string().min(1).default('us-east-1'),
+
+  SMTP_URL: z.url({ protocol: /^smtps?$/ }).optional(),
+  MAIL_FROM: z.string().min(3).default('Local Discovery Platform <no-reply@localhost>'),
+  SUPPORT_EMAIL: z.email().optional(),
+  SUPPORT_CC_EMAIL: z.email().optional(),
+
+  BULK_UPLOAD_MAX_BYTES: byteSize.default(200 * 1000 * 1000),
+  ORG_HIERARCHY_ENABLED: bool.default(false),
+}).superRefine((c, ctx) => {
+  if (c.S3_ENDPOINT && (!c.S3_ACCESS_KEY || !c.S3_SECRET_KEY)) {
+    ctx.addIssue({ code: 'custom', path: ['S3_ACCESS_KEY'], message: 'S3_ACCESS_KEY and S3_SECRET_KEY are required when S3_ENDPOINT is set' });
+  }
+  if (Boolean(c.OIDC_ISSUER) !== Boolean(c.OIDC_JWKS_URL)) {
+    ctx.addIssue({ code: 'custom', path: ['OIDC_JWKS_URL'], message: 'OIDC_ISSUER and OIDC_JWKS_URL must be set together' });
+  }
+});
+
+export type Config = z.infer<typeof configSchema> & {
+  /** DATA_DIR resolved to an absolute path. */
+  dataDirPath: string;
+};
+
+/** Thrown when the environment holds an invalid value; `message` names every bad variable. */
+export class ConfigError extends Error {
+  constructor(readonly problems: { variable: string; message: string }[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  ${p.variable}: ${p.message}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/**
+ * Reads and validates the configuration from `env` (default `process.env`). Empty strings count
+ * as unset, as in most `.env` tooling.
+ *
+ * @throws ConfigError naming each invalid variable.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Config {
+  const known = Object.keys(configSchema.shape);
+  const input: Record<string, string> = {};
+  for (const key of known) {
+    const value = env[key];
+    if (value !== undefined && value !== '') input[key] = value;
+  }
+  const parsed = configSchema.safeParse(input);
+  if (!parsed.success) {
+    throw new ConfigError(parsed.error.issues.map((issue) => ({
+      variable: String(issue.path[0] ?? 'environment'),
+      message: issue.code === 'invalid_type' ? 'invalid value' : issue.message,
+    })));
+  }
+  return { ...parsed.data, dataDirPath: path.resolve(cwd, parsed.data.DATA_DIR) };
+}
+
+/** Base URLs of the three services, from the configured URLs or HOST and the ports. */
+export function serviceUrls(config: Config, ports?: { signals: number; aggregator: number; search: number }) {
+  const host = config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST;
+  const p = ports ?? { signals: config.SIGNALS_PORT, aggregator: config.AGGREGATOR_PORT, search: config.SEARCH_PORT };
+  return {
+    signals: config.SIGNALS_URL ?? `http://${host}:${p.signals}`,
+    search: config.SEARCH_URL ?? `http://${host}:${p.search}`,
+    aggregator: config.AGGREGATOR_PUBLIC_URL ?? `http://${host}:${p.aggregator}`,
+  };
+}

@@ -1,0 +1,58 @@
+/**
+ * The platform context: everything a service or a task needs, built once per process from the
+ * configuration and passed explicitly (no module-level singletons).
+ */
+import { randomBytes } from 'node:crypto';
+import type { Config } from './config.ts';
+import { serviceUrls } from './config.ts';
+import { createPiiCrypto, type PiiCrypto } from './crypto.ts';
+import { createPool, type Pool } from './db.ts';
+import type { Logger } from './logger.ts';
+import { createMailer, type Mailer } from './mail.ts';
+import { loadNetwork, type Network } from './network.ts';
+import { readOrCreateSecret } from './secrets.ts';
+import { createStorage, type ObjectStorage } from './storage.ts';
+import { createTokenService, type TokenService } from './tokens.ts';
+
+export interface PlatformContext {
+  config: Config;
+  logger: Logger;
+  pool: Pool;
+  network: Network;
+  storage: ObjectStorage;
+  mailer: Mailer;
+  pii: PiiCrypto;
+  tokens: TokenService;
+  /** Key the platform's parts use to call signals and search (registered with both). */
+  internalApiKey: string;
+  /** Base URLs of the services; updated once they listen (ports may be chosen by the OS). */
+  urls: { signals: string; search: string; aggregator: string };
+}
+
+/**
+ * Builds the context against `databaseUrl`: loads and validates the network, opens the pool and
+ * storage, loads (or generates into DATA_DIR) the PII, signing and internal keys.
+ * @throws NetworkConfigError, or Error when storage or keys are unusable.
+ */
+export async function createContext(config: Config, databaseUrl: string, logger: Logger): Promise<PlatformContext> {
+  const network = await loadNetwork(config.NETWORK);
+  const piiKey = config.PII_KEY
+    ?? await readOrCreateSecret(config.dataDirPath, 'pii.key', () => randomBytes(32).toString('base64'));
+  const internalApiKey = config.INTERNAL_API_KEY
+    ?? await readOrCreateSecret(config.dataDirPath, 'internal-api.key', () => `ldp_internal_${randomBytes(32).toString('base64url')}`);
+  const pool = createPool(databaseUrl, config.DATABASE_POOL_SIZE);
+  try {
+    return {
+      config, logger, pool, network,
+      storage: await createStorage(config),
+      mailer: createMailer(config),
+      pii: createPiiCrypto(Buffer.from(piiKey, 'base64')),
+      tokens: await createTokenService(config),
+      internalApiKey,
+      urls: serviceUrls(config),
+    };
+  } catch (err) {
+    await pool.end();
+    throw err;
+  }
+}

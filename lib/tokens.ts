@@ -1,0 +1,116 @@
+/**
+ * Bearer tokens of the aggregator service (JWTs, verified with jose).
+ *
+ * Two issuers are accepted:
+ * - the built-in issuer (JWT_ISSUER), whose signing key is JWT_PRIVATE_KEY (a JWK, or a PKCS#8 PEM
+ *   for ES256) or an ES256 key generated on first start into `<DATA_DIR>/keys/jwt-signing-key.jwk`;
+ *   `ldp token` mints its tokens;
+ * - optionally an external OIDC issuer (OIDC_ISSUER with its JWKS at OIDC_JWKS_URL).
+ *
+ * Verification pins issuer, audience and an algorithm allow-list and checks exp/nbf (RFC 7519 §4.1),
+ * so `alg: none`, forged, expired and foreign tokens all fail.
+ */
+import { randomUUID } from 'node:crypto';
+import {
+  createLocalJWKSet, createRemoteJWKSet, decodeJwt, exportJWK, generateKeyPair, importJWK, importPKCS8,
+  jwtVerify, SignJWT, type JSONWebKeySet, type JWK, type JWTVerifyGetKey,
+} from 'jose';
+import { z } from 'zod';
+import type { Config } from './config.ts';
+import { readOrCreateSecret } from './secrets.ts';
+
+/** Claims an aggregator token carries, besides the registered ones. */
+export const aggregatorClaimsSchema = z.object({
+  sub: z.string().min(1),
+  aggregator_id: z.uuid(),
+  org_id: z.uuid(),
+  /** The network's aggregator types: which participant domains the caller may onboard. */
+  aggregator_type: z.array(z.string().min(1)),
+  roles: z.array(z.string().min(1)),
+});
+
+export type AggregatorClaims = z.infer<typeof aggregatorClaimsSchema>;
+
+/** Roles, from most to least privileged. */
+export const ROLES = ['admin', 'operator', 'viewer'] as const;
+
+export class TokenError extends Error {
+  name = 'TokenError';
+}
+
+export interface TokenService {
+  /** Signs a token with the built-in issuer, valid for `ttlSeconds`. */
+  issue(claims: AggregatorClaims, ttlSeconds: number): Promise<string>;
+  /** Verifies `token` and returns its claims. @throws TokenError (any failure: caller answers 401). */
+  verify(token: string): Promise<AggregatorClaims>;
+  /** Public keys of the built-in issuer (served at /.well-known/jwks.json). */
+  jwks(): JSONWebKeySet;
+}
+
+async function builtInKey(config: Config): Promise<JWK> {
+  if (config.JWT_PRIVATE_KEY?.trim().startsWith('{')) return JSON.parse(config.JWT_PRIVATE_KEY) as JWK;
+  if (config.JWT_PRIVATE_KEY) {
+    const key = await importPKCS8(config.JWT_PRIVATE_KEY, 'ES256', { extractable: true });
+    return { ...(await exportJWK(key)), alg: 'ES256', kid: 'configured' };
+  }
+  const text = await readOrCreateSecret(config.dataDirPath, 'jwt-signing-key.jwk', async () => {
+    const { privateKey } = await generateKeyPair('ES256', { extractable: true });
+    return JSON.stringify({ ...(await exportJWK(privateKey)), alg: 'ES256', kid: randomUUID() });
+  });
+  return JSON.parse(text) as JWK;
+}
+
+/** Sets up signing and verification from the configuration. @throws Error on an unusable key. */
+export async function createTokenService(config: Config): Promise<TokenService> {
+  const privateJwk = await builtInKey(config);
+  const alg = privateJwk.alg ?? 'ES256';
+  const signingKey = await importJWK(privateJwk, alg);
+  const { d: _d, p: _p, q: _q, dp: _dp, dq: _dq, qi: _qi, ...publicJwk } = privateJwk;
+  const jwks: JSONWebKeySet = { keys: [{ ...publicJwk, alg, use: 'sig' }] };
+  const localKeys = createLocalJWKSet(jwks);
+  const oidc = config.OIDC_ISSUER && config.OIDC_JWKS_URL
+    ? { issuer: config.OIDC_ISSUER, keys: createRemoteJWKSet(new URL(config.OIDC_JWKS_URL)), algorithms: config.OIDC_ALGORITHMS.split(',') }
+    : undefined;
+
+  return {
+    async issue(claims, ttlSeconds) {
+      const { sub, ...rest } = aggregatorClaimsSchema.parse(claims);
+      return new SignJWT(rest)
+        .setProtectedHeader({ alg, kid: privateJwk.kid, typ: 'JWT' })
+        .setIssuer(config.JWT_ISSUER)
+        .setAudience(config.JWT_AUDIENCE)
+        .setSubject(sub)
+        .setIssuedAt()
+        .setNotBefore('0s')
+        .setExpirationTime(`${ttlSeconds}s`)
+        .setJti(randomUUID())
+        .sign(signingKey);
+    },
+    async verify(token) {
+      let issuer: unknown;
+      try {
+        issuer = decodeJwt(token).iss;
+      } catch {
+        throw new TokenError('malformed bearer token');
+      }
+      const verifier: { keys: JWTVerifyGetKey; issuer: string; audience: string; algorithms: string[] } | undefined =
+        issuer === config.JWT_ISSUER ? { keys: localKeys, issuer: config.JWT_ISSUER, audience: config.JWT_AUDIENCE, algorithms: [alg] }
+          : oidc && issuer === oidc.issuer ? { ...oidc, audience: config.OIDC_AUDIENCE ?? config.JWT_AUDIENCE }
+            : undefined;
+      if (!verifier) throw new TokenError('token issuer is not trusted');
+      let payload: unknown;
+      try {
+        ({ payload } = await jwtVerify(token, verifier.keys, {
+          issuer: verifier.issuer, audience: verifier.audience, algorithms: verifier.algorithms, requiredClaims: ['exp', 'sub'],
+        }));
+      } catch (err) {
+        const code = (err as { code?: string }).code;
+        throw new TokenError(code === 'ERR_JWT_EXPIRED' ? 'token has expired' : 'token signature or claims are invalid');
+      }
+      const claims = aggregatorClaimsSchema.safeParse(payload);
+      if (!claims.success) throw new TokenError('token lacks the aggregator claims (aggregator_id, org_id, aggregator_type, roles)');
+      return claims.data;
+    },
+    jwks: () => jwks,
+  };
+}

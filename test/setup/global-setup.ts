@@ -1,0 +1,51 @@
+/**
+ * Starts one embedded PostgreSQL for the whole test run, in a temporary DATA_DIR, and migrates a
+ * template database from which every test file clones its own database.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import type { TestProject } from 'vitest/node';
+import { startEmbeddedPostgres } from '../../lib/embedded-postgres.ts';
+import { createPool } from '../../lib/db.ts';
+import { migrate } from '../../lib/migrate.ts';
+
+export const TEMPLATE_DB = 'ldp_template';
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    }).on('error', reject);
+  });
+}
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** Connection string of the server, ending in `/` (append a database name). */
+    pgServerUrl: string;
+    templateDb: string;
+  }
+}
+
+export default async function setup(project: TestProject) {
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'ldp-test-pg-'));
+  const db = await startEmbeddedPostgres({ dataDir, port: await freePort() });
+  const serverUrl = db.url.replace(/[^/]+$/, '');
+  const admin = new pg.Client({ connectionString: `${serverUrl}postgres` });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${TEMPLATE_DB}`);
+  await admin.end();
+  const pool = createPool(`${serverUrl}${TEMPLATE_DB}`, 2);
+  await migrate(pool);
+  await pool.end();
+  project.provide('pgServerUrl', serverUrl);
+  project.provide('templateDb', TEMPLATE_DB);
+  return async () => {
+    await db.stop();
+    await rm(dataDir, { recursive: true, force: true });
+  };
+}
