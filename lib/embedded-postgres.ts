@@ -10,7 +10,7 @@
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chown, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
@@ -77,6 +77,11 @@ export async function startEmbeddedPostgres(options: { dataDir: string; port: nu
   const password = await readOrCreateSecret(options.dataDir, 'postgres-password', () => randomBytes(24).toString('hex'));
   const asUser = { ...user, env: { ...process.env, LC_ALL: 'C.UTF-8' } };
 
+  if (user.uid !== undefined) {
+    // The postgres user must be able to reach <dataDir>/postgres: grant traverse (not list) on DATA_DIR.
+    const { mode } = await stat(options.dataDir);
+    if ((mode & 0o001) === 0) await chmod(options.dataDir, (mode & 0o777) | 0o001);
+  }
   if (!(await exists(path.join(clusterDir, 'PG_VERSION')))) {
     await mkdir(clusterDir, { recursive: true, mode: 0o700 });
     if (user.uid !== undefined) await chown(clusterDir, user.uid, user.gid!);
@@ -87,6 +92,9 @@ export async function startEmbeddedPostgres(options: { dataDir: string; port: nu
     try {
       await run(initdb, [`--pgdata=${clusterDir}`, '--auth=scram-sha-256', `--username=${USER}`, `--pwfile=${pwfile}`,
         '--encoding=UTF8', '--locale=C.UTF-8'], asUser);
+    } catch (err) {
+      const hint = user.uid !== undefined ? ` (PostgreSQL runs as the "${USER}" user here: every directory above DATA_DIR must be traversable by it)` : '';
+      throw new Error(`initdb failed in ${clusterDir}${hint}: ${(err as { stderr?: string }).stderr?.trim() ?? (err as Error).message}`);
     } finally {
       await rm(pwfile, { force: true });
     }

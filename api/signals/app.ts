@@ -4,11 +4,13 @@ import type { PlatformContext } from '../../lib/context.ts';
 import { apiKeyAuth } from '../http/auth.ts';
 import { healthRoutes } from '../http/health.ts';
 import { createServiceApp, finishServiceApp } from '../http/service-app.ts';
+import { itemRoutes } from './items.ts';
 
 export function createSignalsApp(ctx: PlatformContext): Express {
   const app = createServiceApp(ctx, 'signals');
   app.use(healthRoutes(ctx, 'signals'));
   app.use('/api/v1', apiKeyAuth(ctx, 'signals'));
+  app.use('/api/v1', itemRoutes(ctx));
   finishServiceApp(app, 'A');
   return app;
 }

@@ -1,0 +1,101 @@
+/**
+ * Item endpoints of the signals service (the spec's "item" group, whose endpoints it does not show;
+ * decided in docs/decisions.md):
+ * - `PUT  /api/v1/items/{item_id}`          upsert one item (201 created, 200 otherwise)
+ * - `POST /api/v1/items/batch`              upsert 1..1000 items, one result per item
+ * - `GET  /api/v1/items/{item_id}`          one item record
+ * - `POST /api/v1/items/{item_id}/lifecycle` {lifecycle_status} explicit move (draft, live, paused, retired)
+ * - `GET  /api/v1/items?after=&limit=`      items changed since a cursor, oldest first (reconciliation feed)
+ */
+import { Router } from 'express';
+import { z } from 'zod';
+import type { PlatformContext } from '../../lib/context.ts';
+import { withTransaction } from '../../lib/db.ts';
+import {
+  createItemStateValidators, getItem, itemInputProblem, itemInputSchema, LifecycleError, LIFECYCLE_STATUSES,
+  listItemsChangedSince, setLifecycleStatus, upsertItems,
+} from '../../lib/items.ts';
+import { HttpError } from '../http/errors.ts';
+import { parse } from '../http/validation.ts';
+
+export const MAX_BATCH_ITEMS = 1000;
+
+const idParam = z.object({ item_id: z.uuid() });
+const batchSchema = z.object({ items: z.array(z.unknown()).min(1).max(MAX_BATCH_ITEMS) });
+const lifecycleSchema = z.object({ lifecycle_status: z.enum(LIFECYCLE_STATUSES) });
+const feedSchema = z.object({
+  after: z.string().regex(/^[^,]+,[0-9a-f-]{36}$/, 'expected the next_cursor of the previous page').optional(),
+  limit: z.coerce.number().int().min(1).max(1000).default(500),
+});
+
+export function itemRoutes(ctx: PlatformContext): Router {
+  const router = Router();
+  const validators = createItemStateValidators(ctx.network);
+
+  router.put('/items/:item_id', async (req, res) => {
+    const { item_id } = parse(idParam, req.params, 'path');
+    const item = parse(itemInputSchema, { ...req.body, item_id: req.body?.item_id ?? item_id });
+    if (item.item_id !== item_id) throw new HttpError(400, 'item_id in the body differs from the path');
+    const problem = itemInputProblem(ctx.network, validators, item);
+    if (problem) throw new HttpError(400, problem);
+    const [result] = await withTransaction(ctx.pool, (client) => upsertItems(client, ctx.network, [item]));
+    if (result.outcome === 'conflict') throw new HttpError(409, result.message!);
+    res.status(result.outcome === 'created' ? 201 : 200).json({ ...result, item: await getItem(ctx.pool, item_id) });
+  });
+
+  router.post('/items/batch', async (req, res) => {
+    const { items } = parse(batchSchema, req.body);
+    const seen = new Set<string>();
+    const valid: z.infer<typeof itemInputSchema>[] = [];
+    const results: Record<string, unknown>[] = items.map((raw, index) => {
+      const parsed = itemInputSchema.safeParse(raw);
+      if (!parsed.success) {
+        return { index, outcome: 'invalid', message: parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') };
+      }
+      const problem = itemInputProblem(ctx.network, validators, parsed.data)
+        ?? (seen.has(parsed.data.item_id) ? 'item_id repeated in this batch' : null);
+      if (problem) return { index, item_id: parsed.data.item_id, outcome: 'invalid', message: problem };
+      seen.add(parsed.data.item_id);
+      valid.push(parsed.data);
+      return { index, item_id: parsed.data.item_id };
+    });
+    const stored = new Map((await withTransaction(ctx.pool, (client) => upsertItems(client, ctx.network, valid)))
+      .map((r) => [r.item_id, r]));
+    for (const r of results) if (!r.outcome) Object.assign(r, stored.get(r.item_id as string));
+    const count = (o: string) => results.filter((r) => r.outcome === o).length;
+    res.json({
+      results,
+      summary: { total: results.length, created: count('created'), updated: count('updated'), unchanged: count('unchanged'), conflict: count('conflict'), invalid: count('invalid') },
+    });
+  });
+
+  router.get('/items/:item_id', async (req, res) => {
+    const { item_id } = parse(idParam, req.params, 'path');
+    const item = await getItem(ctx.pool, item_id);
+    if (!item) throw new HttpError(404, `No item ${item_id}`);
+    res.json(item);
+  });
+
+  router.post('/items/:item_id/lifecycle', async (req, res) => {
+    const { item_id } = parse(idParam, req.params, 'path');
+    const { lifecycle_status } = parse(lifecycleSchema, req.body);
+    try {
+      const item = await withTransaction(ctx.pool, (client) => setLifecycleStatus(client, ctx.network, item_id, lifecycle_status));
+      if (!item) throw new HttpError(404, `No item ${item_id}`);
+      res.json(item);
+    } catch (err) {
+      if (err instanceof LifecycleError) throw new HttpError(409, err.message, { code: 'lifecycle_conflict' });
+      throw err;
+    }
+  });
+
+  router.get('/items', async (req, res) => {
+    const { after, limit } = parse(feedSchema, req.query, 'query');
+    const [updatedAt, itemId] = after ? after.split(',') : [];
+    const items = await listItemsChangedSince(ctx.pool, after ? { updatedAt, itemId } : null, limit);
+    const last = items.at(-1);
+    res.json({ items, next_cursor: items.length === limit && last ? `${last.updated_at},${last.item_id}` : null });
+  });
+
+  return router;
+}
