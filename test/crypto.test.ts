@@ -8,7 +8,7 @@ const pii = createPiiCrypto(key);
 /** Decodes a token's parts, lets `change` alter one of them, and re-encodes the token. */
 function alter(token: string, part: 'iv' | 'tag' | 'ct', change: (bytes: Buffer) => Buffer): string {
   const [version, ...rest] = token.split('.');
-  const bytes = rest.map((p) => Buffer.from(p, 'base64url'));
+  const bytes: Buffer[] = rest.map((p) => Buffer.from(p, 'base64url'));
   const index = { iv: 0, tag: 1, ct: 2 }[part];
   bytes[index] = change(Buffer.from(bytes[index]));
   return [version, ...bytes.map((b) => b.toString('base64url'))].join('.');
