@@ -1,0 +1,91 @@
+-- The search service's index (schema `search`): one row per indexed item with its record, its
+-- searchable text, the embedding and the model version that produced it. Rows are written only by
+-- the search-index-items and search-reconcile tasks, from snapshots sent by signals; the search
+-- service never reads the signals schema.
+
+-- Settings of the search service, e.g. `vector_backend` (decided below, once, at migration time)
+-- and `reconcile_cursor` (high-water mark of signals' change feed).
+CREATE TABLE search.settings (
+  key        text PRIMARY KEY,
+  value      text NOT NULL,
+  updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE search.items (
+  item_id            uuid PRIMARY KEY,
+  item_network       text NOT NULL,
+  item_domain        text NOT NULL,
+  item_type          text NOT NULL,
+  item_state         jsonb NOT NULL,
+  item_locations     jsonb NOT NULL DEFAULT '[]',
+  item_instance_url  text,
+  item_schema_url    text,
+  created_by         text,
+  created_at         timestamptz NOT NULL,
+  -- The item's updated_at at signals: a snapshot older than this is never applied.
+  source_updated_at  timestamptz NOT NULL,
+  -- draft, live or paused (retired items leave the index); search returns live items only.
+  lifecycle_status   text NOT NULL CHECK (lifecycle_status IN ('draft', 'live', 'paused')),
+  -- The embedded text: `label: value` lines of the fields the network marks x-vectorize.
+  search_text        text NOT NULL,
+  -- SHA-256 (hex) of search_text: unchanged text under the same model version is not re-embedded.
+  content_hash       text NOT NULL,
+  model_id           text NOT NULL,
+  model_quantization text NOT NULL,
+  model_dimensions   integer NOT NULL CHECK (model_dimensions > 0),
+  -- Unit-length embedding (cosine similarity = dot product).
+  embedding          real[] NOT NULL CHECK (cardinality(embedding) = model_dimensions),
+  -- When the row was last written from a snapshot, and when its embedding was last computed.
+  indexed_at         timestamptz NOT NULL DEFAULT now(),
+  embedded_at        timestamptz NOT NULL DEFAULT now()
+);
+-- newest order within a search scope, and the scope itself.
+CREATE INDEX items_scope_created_idx ON search.items (item_network, item_domain, item_type, lifecycle_status, created_at DESC, item_id);
+
+-- One row per location of an item, for the spatial filter's bounding-box prefilter (GiST on the
+-- built-in point type: x = longitude, y = latitude) and the distance to an item's nearest location.
+CREATE TABLE search.item_locations (
+  item_id  uuid NOT NULL REFERENCES search.items (item_id) ON DELETE CASCADE,
+  position integer NOT NULL,
+  lat      double precision NOT NULL CHECK (lat BETWEEN -90 AND 90),
+  lng      double precision NOT NULL CHECK (lng BETWEEN -180 AND 180),
+  PRIMARY KEY (item_id, position)
+);
+CREATE INDEX item_locations_point_idx ON search.item_locations USING gist (point(lng, lat));
+
+-- Great-circle distance in metres between two WGS84 points (haversine, mean Earth radius 6,371,008.8 m).
+CREATE FUNCTION search.distance_m(lat1 double precision, lng1 double precision, lat2 double precision, lng2 double precision)
+RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT 2 * 6371008.8 * asin(least(1, sqrt(
+    power(sin(radians(lat2 - lat1) / 2), 2)
+    + cos(radians(lat1)) * cos(radians(lat2)) * power(sin(radians(lng2 - lng1) / 2), 2))))
+$$;
+
+-- Cosine similarity of two unit vectors (their dot product): the exact backend's similarity.
+CREATE FUNCTION search.cosine(a real[], b real[])
+RETURNS double precision LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+  SELECT sum(x::double precision * y) FROM unnest(a, b) AS t(x, y)
+$$;
+
+-- The vector backend, chosen once here: pgvector when the `vector` extension can be created (an
+-- extra `embedding_vector` column; HNSW cosine indexes per dimension count are created by the
+-- search service for its model, lib/search/vector-backend.ts), else exact cosine over real[].
+DO $$
+BEGIN
+  BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector') THEN
+      IF EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector') THEN
+        CREATE EXTENSION vector;
+      END IF;
+    END IF;
+  EXCEPTION WHEN insufficient_privilege THEN
+    RAISE NOTICE 'vector extension available but not creatable here: using the exact backend';
+  END;
+  IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector') THEN
+    ALTER TABLE search.items ADD COLUMN embedding_vector vector;
+    INSERT INTO search.settings (key, value) VALUES ('vector_backend', 'pgvector');
+  ELSE
+    INSERT INTO search.settings (key, value) VALUES ('vector_backend', 'exact');
+  END IF;
+END
+$$;
