@@ -4,7 +4,8 @@
  * SHUTDOWN_TIMEOUT_MS; after that they are failed and graphile-worker retries them later).
  */
 import { randomUUID } from 'node:crypto';
-import { Logger as WorkerLogger, parseCrontab, run, type Runner, type TaskList } from 'graphile-worker';
+import { EventEmitter } from 'node:events';
+import { Logger as WorkerLogger, parseCrontab, run, type Runner, type TaskList, type WorkerEvents, type WorkerPool } from 'graphile-worker';
 import type { PlatformContext } from '../lib/context.ts';
 import { crontab } from './crontab.ts';
 import { startHeartbeat } from './heartbeat.ts';
@@ -23,6 +24,11 @@ export async function startWorker(ctx: PlatformContext, options: { concurrency?:
     const method = level === 'warning' ? 'warn' : level;
     log[method]({ ...scope, ...meta }, message);
   });
+  // runner.kill() does nothing once a graceful stop has begun; keep the pool to force it ourselves.
+  const events: WorkerEvents = new EventEmitter();
+  let workerPool: WorkerPool | undefined;
+  events.on('pool:create', ({ workerPool: pool }) => { workerPool = pool; });
+  const shutdownTimeoutMs = ctx.config.SHUTDOWN_TIMEOUT_MS;
   const runner = await run({
     pgPool: ctx.pool,
     concurrency: options.concurrency ?? ctx.config.WORKER_CONCURRENCY,
@@ -30,12 +36,23 @@ export async function startWorker(ctx: PlatformContext, options: { concurrency?:
     parsedCronItems: parseCrontab(crontab),
     noHandleSignals: true,
     logger,
+    events,
+    preset: {
+      worker: {
+        // Batched (delay 0) completions are flushed when the runner stops; unbatched ones are not
+        // awaited and could be lost when the pool closes right after, leaving the job locked.
+        completeJobBatchDelay: 0,
+        failJobBatchDelay: 0,
+        // Tasks see helpers.abortSignal fire only when the shutdown bound is reached.
+        gracefulShutdownAbortTimeout: shutdownTimeoutMs,
+      },
+    },
   });
   const stopHeartbeat = await startHeartbeat(ctx.pool, `worker-${randomUUID()}`);
   let stopping: Promise<void> | undefined;
   return {
     runner,
-    stop(timeoutMs = ctx.config.SHUTDOWN_TIMEOUT_MS) {
+    stop(timeoutMs = shutdownTimeoutMs) {
       stopping ??= (async () => {
         await stopHeartbeat();
         let timer: NodeJS.Timeout | undefined;
@@ -44,7 +61,7 @@ export async function startWorker(ctx: PlatformContext, options: { concurrency?:
         clearTimeout(timer);
         if (result === 'timeout') {
           log.warn({ timeoutMs }, 'jobs still running after the shutdown bound; failing them for a later retry');
-          await runner.kill();
+          await workerPool?.forcefulShutdown('shutdown bound reached');
         }
       })();
       return stopping;

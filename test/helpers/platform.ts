@@ -12,18 +12,21 @@ import { createApiKey, type KeyService } from '../../lib/api-keys.ts';
 import { createAggregator } from '../../lib/aggregators.ts';
 import { loadConfig, type Config } from '../../lib/config.ts';
 import { withTransaction } from '../../lib/db.ts';
-import { createLogger } from '../../lib/logger.ts';
+import { createLogger, type Logger } from '../../lib/logger.ts';
 import type { ServiceName } from '../../api/http/service-app.ts';
 import { startPlatform, type PlatformHandle } from '../../bin/platform.ts';
 
-/** Creates a new database cloned from the migrated template; returns its connection string. */
-export async function createTestDatabase(): Promise<string> {
+/**
+ * Creates a new database cloned from the migrated template (or, with `empty`, a database with no
+ * migrations applied); returns its connection string.
+ */
+export async function createTestDatabase(options: { empty?: boolean } = {}): Promise<string> {
   const server = inject('pgServerUrl');
   const name = `t_${randomBytes(6).toString('hex')}`;
   const admin = new pg.Client({ connectionString: `${server}postgres` });
   await admin.connect();
   try {
-    await admin.query(`CREATE DATABASE ${name} TEMPLATE ${inject('templateDb')}`);
+    await admin.query(`CREATE DATABASE ${name} TEMPLATE ${options.empty ? 'template0' : inject('templateDb')}`);
   } finally {
     await admin.end();
   }
@@ -58,7 +61,7 @@ export interface TestPlatform extends PlatformHandle {
  * Starts `services` (default all three) and optionally the worker on a fresh database.
  * `env` overrides configuration variables (LOG_LEVEL defaults to silent).
  */
-export async function startTestPlatform(options: { services?: ServiceName[]; worker?: boolean; env?: Record<string, string> } = {}): Promise<TestPlatform> {
+export async function startTestPlatform(options: { services?: ServiceName[]; worker?: boolean; env?: Record<string, string>; logger?: Logger } = {}): Promise<TestPlatform> {
   const dataDir = await tempDir();
   const databaseUrl = await createTestDatabase();
   const config = loadConfig({
@@ -66,7 +69,7 @@ export async function startTestPlatform(options: { services?: ServiceName[]; wor
     SIGNALS_PORT: '0', AGGREGATOR_PORT: '0', SEARCH_PORT: '0', SHUTDOWN_TIMEOUT_MS: '5000',
     ...options.env,
   });
-  const handle = await startPlatform(config, createLogger(config.LOG_LEVEL), databaseUrl, {
+  const handle = await startPlatform(config, options.logger ?? createLogger(config.LOG_LEVEL), databaseUrl, {
     services: options.services ?? ['signals', 'aggregator', 'search'],
     worker: options.worker ?? false,
   });
