@@ -7,6 +7,7 @@ import { z } from 'zod';
 import type { PoolClient, Queryable } from './db.ts';
 import { enqueue } from './jobs.ts';
 import { createAjv, goLiveStatus, type Domain, type Network } from './network.ts';
+import { searchText } from './search-text.ts';
 import type { ValidateFunction } from 'ajv';
 
 export const LIFECYCLE_STATUSES = ['draft', 'live', 'paused', 'retired'] as const;
@@ -131,17 +132,20 @@ export async function upsertItems(client: PoolClient, network: Network, items: I
     item_schema_url: item.item_schema_url ?? null,
     created_by: item.created_by ?? null,
     lifecycle_status: goLiveStatus(network.domains.get(item.item_domain)!, item.item_state),
+    search_text: searchText(network.domains.get(item.item_domain)!, item.item_state),
   }));
   const { rows: stored } = await client.query<ItemRecord & { inserted: boolean }>(
     `INSERT INTO signals.items AS i (item_id, item_network, item_domain, item_type, item_state, item_locations,
-       item_instance_url, item_schema_url, created_by, lifecycle_status)
+       item_instance_url, item_schema_url, created_by, lifecycle_status, search_text)
      SELECT item_id, item_network, item_domain, item_type, item_state, item_locations, item_instance_url,
-       item_schema_url, created_by, lifecycle_status
+       item_schema_url, created_by, lifecycle_status, search_text
        FROM jsonb_to_recordset($1::jsonb) AS x(item_id uuid, item_network text, item_domain text, item_type text,
-         item_state jsonb, item_locations jsonb, item_instance_url text, item_schema_url text, created_by text, lifecycle_status text)
+         item_state jsonb, item_locations jsonb, item_instance_url text, item_schema_url text, created_by text, lifecycle_status text,
+         search_text text)
      ON CONFLICT (item_id) DO UPDATE SET
        item_state = EXCLUDED.item_state, item_locations = EXCLUDED.item_locations,
        item_instance_url = EXCLUDED.item_instance_url, item_schema_url = EXCLUDED.item_schema_url,
+       search_text = EXCLUDED.search_text,
        created_by = COALESCE(EXCLUDED.created_by, i.created_by),
        lifecycle_status = CASE WHEN i.lifecycle_status IN ('paused', 'retired') THEN i.lifecycle_status ELSE EXCLUDED.lifecycle_status END,
        updated_at = now()
