@@ -9,6 +9,7 @@
  *   to pass on as its own error.
  */
 import type { PlatformContext } from './context.ts';
+import type { ModelVersion } from './embeddings/index.ts';
 import type { ItemRecord } from './items.ts';
 
 /** The search service cannot answer now; the caller answers its degraded way. */
@@ -68,7 +69,7 @@ export async function postToSearch<T>(ctx: PlatformContext, path: string, body: 
 export interface IndexEntry {
   item: ItemRecord;
   /** Embedding model version the vector was computed with. */
-  model: { id: string; quantization: string | null; dimensions: number };
+  model: ModelVersion;
   /** Unit-length embedding of the item's searchable text. */
   embedding: number[];
   indexed_at: string;
