@@ -1,0 +1,37 @@
+/** Runs the real `ldp` command (node bin/ldp.js) as a child process. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const LDP = fileURLToPath(new URL('../../bin/ldp.js', import.meta.url));
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `ldp ...args` to completion with `env` added to a clean environment. */
+export function runLdp(args: string[], env: Record<string, string>, timeoutMs = 60_000): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawnLdp(args, env);
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (d) => { stdout += d; });
+    child.stderr!.on('data', (d) => { stderr += d; });
+    const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`ldp ${args.join(' ')} timed out\n${stderr}`)); }, timeoutMs);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Starts `ldp ...args` and returns the child (for long-running commands such as `start`). */
+export function spawnLdp(args: string[], env: Record<string, string>): ChildProcess {
+  return spawn(process.execPath, [LDP, ...args], {
+    cwd: REPO_ROOT,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+}
