@@ -1,13 +1,15 @@
 /**
  * Object storage for uploads and reports: the filesystem under `<DATA_DIR>/objects` by default,
  * S3/MinIO through the `minio` client when S3_ENDPOINT is set. Both stream in and out, so no
- * object is ever held whole in memory.
+ * object is ever held whole in memory, and an object appears only once it is complete.
  *
- * Object keys are `/`-separated segments of `[A-Za-z0-9._-]`; `.`/`..` segments, empty segments,
- * absolute keys and anything else that could escape the root are rejected (StorageKeyError).
+ * Object keys are `/`-separated segments of `[A-Za-z0-9._-]` (at most 255 characters each, 1024 in
+ * all: S3's limit); `.`/`..` segments, empty segments, absolute keys and anything else that could
+ * escape the root are rejected (StorageKeyError). Keys are never URL-decoded: `%` is simply not in
+ * the alphabet.
  */
-import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, rename, rm, stat } from 'node:fs/promises';
+import { createWriteStream } from 'node:fs';
+import { mkdir, open, rename, rm, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -24,13 +26,17 @@ export interface ObjectInfo {
 export interface ObjectStorage {
   /** Human-readable location, e.g. `filesystem:/srv/ldp/objects` or `s3:http://minio:9000/ldp`. */
   readonly location: string;
-  /** Stores `body` under `key`, replacing any object there; the object appears only once complete. */
+  /**
+   * Stores `body` under `key`, replacing any object there; the object appears only once complete.
+   * A stream is consumed chunk by chunk; when it errors, the error is rethrown and nothing is stored.
+   * @throws StorageKeyError
+   */
   put(key: string, body: Readable | Buffer | string, options?: { contentType?: string }): Promise<ObjectInfo>;
-  /** Streams the object. @throws ObjectNotFoundError */
+  /** Streams the object. @throws ObjectNotFoundError, StorageKeyError */
   get(key: string): Promise<Readable>;
-  /** Size of the object, or null when there is none. */
+  /** Size of the object, or null when there is none. @throws StorageKeyError */
   stat(key: string): Promise<ObjectInfo | null>;
-  /** Deletes the object; deleting a missing object is not an error. */
+  /** Deletes the object; deleting a missing object is not an error. @throws StorageKeyError */
   delete(key: string): Promise<void>;
 }
 
@@ -43,22 +49,26 @@ export class ObjectNotFoundError extends Error {
   name = 'ObjectNotFoundError';
 }
 
-const SEGMENT = /^[A-Za-z0-9._-]+$/;
+const SEGMENT = /^[A-Za-z0-9._-]{1,255}$/;
 
 /** Returns `key` when it is a safe object key. @throws StorageKeyError */
 export function assertObjectKey(key: string): string {
   const segments = key.split('/');
   const bad = key.length === 0 || key.length > 1024
-    || segments.some((s) => s === '' || s === '.' || s === '..' || !SEGMENT.test(s));
+    || segments.some((s) => s === '.' || s === '..' || !SEGMENT.test(s));
   if (bad) throw new StorageKeyError(`invalid object key: ${JSON.stringify(key.slice(0, 100))}`);
   return key;
 }
 
-function toStream(body: Readable | Buffer | string): Readable {
-  return body instanceof Readable ? body : Readable.from([typeof body === 'string' ? Buffer.from(body) : body]);
-}
+/** Filesystem errors that mean "there is no object at this key". */
+const absent = (err: unknown) => ['ENOENT', 'ENOTDIR', 'EISDIR'].includes((err as NodeJS.ErrnoException).code ?? '');
 
-/** Filesystem storage rooted at `root`; writes go to a temporary file renamed into place. */
+/**
+ * Filesystem storage rooted at `root`. A put streams into a hidden temporary file beside the target,
+ * flushed to disk, then renamed into place (atomic on POSIX), so readers see the old object or the
+ * whole new one. Unlike S3, a key cannot be both an object and a "folder" (`a` and `a/b`): such a
+ * put fails with the filesystem's error.
+ */
 export function filesystemStorage(root: string): ObjectStorage {
   const base = path.resolve(root);
   const resolve = (key: string) => {
@@ -71,11 +81,12 @@ export function filesystemStorage(root: string): ObjectStorage {
     async put(key, body) {
       const file = resolve(key);
       await mkdir(path.dirname(file), { recursive: true });
-      const tmp = `${file}.${randomUUID()}.partial`;
+      const tmp = path.join(path.dirname(file), `.${randomUUID()}.partial`);
       let size = 0;
       const count = new Transform({ transform(chunk, _enc, done) { size += chunk.length; done(null, chunk); } });
+      const source = body instanceof Readable ? body : Readable.from([typeof body === 'string' ? Buffer.from(body) : body]);
       try {
-        await pipeline(toStream(body), count, createWriteStream(tmp));
+        await pipeline(source, count, createWriteStream(tmp, { flush: true }));
         await rename(tmp, file);
       } catch (err) {
         await rm(tmp, { force: true });
@@ -85,21 +96,56 @@ export function filesystemStorage(root: string): ObjectStorage {
     },
     async get(key) {
       const file = resolve(key);
-      const info = await stat(file).catch(() => null);
-      if (!info?.isFile()) throw new ObjectNotFoundError(`no object ${key}`);
-      return createReadStream(file);
+      // Open first, then check: the object cannot vanish between the check and the read.
+      const handle = await open(file, 'r').catch((err) => {
+        if (absent(err)) throw new ObjectNotFoundError(`no object ${key}`);
+        throw err;
+      });
+      if (!(await handle.stat()).isFile()) {
+        await handle.close();
+        throw new ObjectNotFoundError(`no object ${key}`);
+      }
+      return handle.createReadStream();
     },
     async stat(key) {
-      const info = await stat(resolve(key)).catch(() => null);
-      return info?.isFile() ? { key, size: info.size } : null;
+      try {
+        const info = await stat(resolve(key));
+        return info.isFile() ? { key, size: info.size } : null;
+      } catch (err) {
+        if (absent(err)) return null;
+        throw err;
+      }
     },
     async delete(key) {
-      await rm(resolve(key), { force: true });
+      await unlink(resolve(key)).catch((err) => {
+        if (!absent(err)) throw err;
+      });
     },
   };
 }
 
-/** S3 or MinIO storage in `bucket` through the minio client; the bucket is created when missing. */
+/** S3 error codes meaning "no such object". */
+const notFound = (err: unknown) => ['NoSuchKey', 'NotFound', 'NoSuchObject'].includes((err as { code?: string })?.code ?? '');
+
+/**
+ * Part size of multipart uploads: S3's minimum is 5 MiB (except the last part) and an upload has at
+ * most 10,000 parts, so objects of up to ~78 GiB; a put holds at most one part in memory.
+ */
+export const S3_PART_SIZE = 8 * 1024 * 1024;
+
+/**
+ * S3 or MinIO storage in `bucket` through the minio client; the bucket is created when missing.
+ *
+ * A body known in full (Buffer, string) or a stream shorter than one part is sent in one PUT; a
+ * longer stream goes up as its own multipart upload, part by part as it is read, completed at the
+ * end (only then does the object appear) and aborted on failure. We drive the multipart upload
+ * ourselves rather than through `putObject(stream)`, which, for a stream of unknown length, buffers
+ * parts of ~550 MiB, first lists the bucket's incomplete uploads (an extra permission,
+ * s3:ListBucketMultipartUploads, that S3-compatible servers such as s3rver lack) and resumes another
+ * writer's unfinished upload of the same key.
+ *
+ * @throws Error (from the client) when the endpoint or credentials are unusable.
+ */
 export async function s3Storage(options: { endpoint: string; accessKey: string; secretKey: string; bucket: string; region: string }): Promise<ObjectStorage> {
   const url = new URL(options.endpoint);
   const useSSL = url.protocol === 'https:';
@@ -113,16 +159,58 @@ export async function s3Storage(options: { endpoint: string; accessKey: string; 
     pathStyle: true,
   });
   const { bucket } = options;
-  if (!(await client.bucketExists(bucket))) await client.makeBucket(bucket, options.region);
-  const notFound = (err: any) => ['NoSuchKey', 'NotFound', 'NoSuchObject'].includes(err?.code);
+  if (!(await client.bucketExists(bucket))) {
+    // Two processes starting together may both try: the loser's "already yours" is fine.
+    await client.makeBucket(bucket, options.region).catch(async (err) => {
+      if (!(await client.bucketExists(bucket))) throw err;
+    });
+  }
+
+  async function putStream(key: string, body: Readable, headers: Record<string, string>): Promise<number> {
+    let uploadId: string | undefined;
+    const parts: { part: number; etag: string }[] = [];
+    let pending: Buffer[] = [];
+    let pendingBytes = 0;
+    let size = 0;
+    const sendPart = async () => {
+      const payload = Buffer.concat(pending, pendingBytes);
+      pending = [];
+      pendingBytes = 0;
+      uploadId ??= await client.initiateNewMultipartUpload(bucket, key, headers);
+      const { etag } = await client.uploadPart({ bucketName: bucket, objectName: key, uploadID: uploadId, partNumber: parts.length + 1, headers: {} }, payload);
+      parts.push({ part: parts.length + 1, etag });
+    };
+    try {
+      for await (const chunk of body) {
+        const buf = typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer);
+        pending.push(buf);
+        pendingBytes += buf.length;
+        size += buf.length;
+        if (pendingBytes >= S3_PART_SIZE) await sendPart();
+      }
+      if (!uploadId) {
+        await client.putObject(bucket, key, Buffer.concat(pending, pendingBytes), pendingBytes, headers);
+        return size;
+      }
+      if (pendingBytes > 0) await sendPart();
+      await client.completeMultipartUpload(bucket, key, uploadId, parts);
+      return size;
+    } catch (err) {
+      // Best effort: leftover parts cost storage until a bucket lifecycle rule removes them.
+      if (uploadId) await client.abortMultipartUpload(bucket, key, uploadId).catch(() => {});
+      throw err;
+    }
+  }
+
   return {
     location: `s3:${url.origin}/${bucket}`,
     async put(key, body, opts) {
       assertObjectKey(key);
-      const meta = opts?.contentType ? { 'Content-Type': opts.contentType } : undefined;
-      await client.putObject(bucket, key, toStream(body), undefined, meta);
-      const info = await client.statObject(bucket, key);
-      return { key, size: info.size };
+      const headers: Record<string, string> = opts?.contentType ? { 'Content-Type': opts.contentType } : {};
+      if (body instanceof Readable) return { key, size: await putStream(key, body, headers) };
+      const buf = typeof body === 'string' ? Buffer.from(body) : body;
+      await client.putObject(bucket, key, buf, buf.length, headers);
+      return { key, size: buf.length };
     },
     async get(key) {
       assertObjectKey(key);
