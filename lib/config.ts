@@ -73,7 +73,26 @@ export const configSchema = z.object({
   SUPPORT_CC_EMAIL: z.email().optional(),
 
   BULK_UPLOAD_MAX_BYTES: byteSize.default(200 * 1000 * 1000),
+  /** Rows per bulk-upload chunk: the unit processed (and redone after a crash) in one transaction. */
+  BULK_UPLOAD_CHUNK_ROWS: positiveInt.max(50_000).default(2000),
   ORG_HIERARCHY_ENABLED: bool.default(false),
+
+  /** Embeddings: `auto` uses transformers when the model loads, else the built-in hashing provider. */
+  EMBEDDING_PROVIDER: z.enum(['auto', 'transformers', 'hashing']).default('auto'),
+  /** Sentence-embedding model (transformers.js model id). */
+  EMBEDDING_MODEL: z.string().min(1).default('Xenova/all-MiniLM-L6-v2'),
+  /** Folder holding `<EMBEDDING_MODEL>/` (offline); unset: downloaded once into DATA_DIR/models. */
+  EMBEDDING_MODEL_PATH: optionalString,
+  /** Weights variant (transformers.js dtype), recorded as the model version's quantisation. */
+  EMBEDDING_DTYPE: z.enum(['fp32', 'fp16', 'q8', 'int8', 'uint8', 'q4', 'bnb4', 'q4f16']).default('fp32'),
+  /** Texts per call of the model. */
+  EMBEDDING_BATCH_SIZE: positiveInt.default(32),
+  /** How long `auto` waits for the model to load (or download) before falling back to hashing. */
+  EMBEDDING_LOAD_TIMEOUT_MS: positiveInt.default(300_000),
+  /** Cosine similarity from which an item matches a textSearch without containing its words; unset: the provider's default (hashing 0.2, transformers 0.35). */
+  SEARCH_TEXT_SIMILARITY_THRESHOLD: z.coerce.number().min(-1).max(1).optional(),
+  /** Items per step of the search reconciliation (change-feed page, re-embedding batch). */
+  SEARCH_RECONCILE_BATCH_SIZE: positiveInt.max(1000).default(500),
 }).superRefine((c, ctx) => {
   if (c.S3_ENDPOINT && (!c.S3_ACCESS_KEY || !c.S3_SECRET_KEY)) {
     ctx.addIssue({ code: 'custom', path: ['S3_ACCESS_KEY'], message: 'S3_ACCESS_KEY and S3_SECRET_KEY are required when S3_ENDPOINT is set' });

@@ -4,7 +4,15 @@
  */
 import type { TaskList } from 'graphile-worker';
 import type { PlatformContext } from '../lib/context.ts';
+import { CHUNK_TASK, FINISH_TASK, STAGE_TASK } from '../lib/bulk/upload-jobs.ts';
+import { bulkUploadChunk } from '../tasks/bulk-upload-chunk.ts';
+import { bulkUploadFinish } from '../tasks/bulk-upload-finish.ts';
+import { bulkUploadStage } from '../tasks/bulk-upload-stage.ts';
 
-export function createTaskList(_ctx: PlatformContext): TaskList {
-  return {};
+export function createTaskList(ctx: PlatformContext): TaskList {
+  return {
+    [STAGE_TASK]: bulkUploadStage(ctx),
+    [CHUNK_TASK]: bulkUploadChunk(ctx),
+    [FINISH_TASK]: bulkUploadFinish(ctx),
+  };
 }

@@ -6,6 +6,7 @@ import type { PlatformContext } from '../../lib/context.ts';
 import { bearerAuth, callerOf } from '../http/auth.ts';
 import { healthRoutes } from '../http/health.ts';
 import { createServiceApp, finishServiceApp } from '../http/service-app.ts';
+import { bulkUploadRoutes } from './bulk-uploads.ts';
 
 export function createAggregatorApp(ctx: PlatformContext): Express {
   const app = createServiceApp(ctx, 'aggregator');
@@ -23,6 +24,7 @@ export function createAggregatorApp(ctx: PlatformContext): Express {
       aggregator_type: caller.types, domains: [...caller.domains], roles: caller.roles,
     });
   });
+  app.use('/v1', bulkUploadRoutes(ctx));
   finishServiceApp(app, 'C');
   return app;
 }
