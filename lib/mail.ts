@@ -3,7 +3,8 @@
  * as an RFC 5322 `.eml` file into `<DATA_DIR>/outbox` (nodemailer's stream transport renders it),
  * so that nothing is silently dropped on a machine without a mail server.
  */
-import { mkdir, writeFile } from 'node:fs/promises';
+import { randomUUID } from 'node:crypto';
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import nodemailer from 'nodemailer';
 import type { Config } from './config.ts';
@@ -24,15 +25,34 @@ export interface SentMail {
   via: 'smtp' | 'outbox';
   /** For the outbox: the `.eml` file written. */
   file?: string;
+  /** Envelope recipients the SMTP server accepted (for the outbox: all of them). */
+  accepted: string[];
+  /**
+   * Recipients the SMTP server refused while accepting the message for the others. The message was
+   * delivered to `accepted`, so a caller that retried would send it to them twice: record these instead.
+   */
+  rejected: string[];
 }
 
 export interface Mailer {
   readonly location: string;
-  /** Sends `message` from MAIL_FROM. @throws Error when the SMTP server refuses it. */
+  /**
+   * Sends `message` from MAIL_FROM.
+   * @throws Error (nodemailer's, with `code` and `responseCode`) when the server cannot be reached,
+   *   refuses the login, the sender, every recipient or the message itself, or when the outbox
+   *   cannot be written: a message is either handed over or the call fails.
+   */
   send(message: MailMessage): Promise<SentMail>;
 }
 
-/** The mailer the configuration selects. */
+const addresses = (list: unknown): string[] =>
+  (Array.isArray(list) ? list : []).map((a) => (typeof a === 'string' ? a : (a as { address: string }).address));
+
+/**
+ * The mailer the configuration selects. SMTP_URL follows nodemailer's connection URLs
+ * (`smtp://user:pass@host:587`, `smtps://…:465`, options as query parameters such as
+ * `?ignoreTLS=true`); percent-encoded user names and passwords are decoded.
+ */
 export function createMailer(config: Pick<Config, 'SMTP_URL' | 'MAIL_FROM' | 'dataDirPath'>): Mailer {
   const from = config.MAIL_FROM;
   if (config.SMTP_URL) {
@@ -42,7 +62,7 @@ export function createMailer(config: Pick<Config, 'SMTP_URL' | 'MAIL_FROM' | 'da
       location: `smtp:${url.hostname}:${url.port || (url.protocol === 'smtps:' ? 465 : 587)}`,
       async send(message) {
         const info = await transport.sendMail({ from, ...message });
-        return { messageId: info.messageId, via: 'smtp' };
+        return { messageId: info.messageId, via: 'smtp', accepted: addresses(info.accepted), rejected: addresses(info.rejected) };
       },
     };
   }
@@ -55,8 +75,16 @@ export function createMailer(config: Pick<Config, 'SMTP_URL' | 'MAIL_FROM' | 'da
       await mkdir(outbox, { recursive: true });
       const safeId = info.messageId.replace(/[^A-Za-z0-9.@_-]/g, '');
       const file = path.join(outbox, `${new Date().toISOString().replace(/[:.]/g, '-')}-${safeId}.eml`);
-      await writeFile(file, info.message as Buffer);
-      return { messageId: info.messageId, via: 'outbox', file };
+      // Written beside and renamed into place, so whoever watches the outbox never reads half a message.
+      const tmp = path.join(outbox, `.${randomUUID()}.partial`);
+      try {
+        await writeFile(tmp, info.message as Buffer);
+        await rename(tmp, file);
+      } catch (err) {
+        await rm(tmp, { force: true });
+        throw err;
+      }
+      return { messageId: info.messageId, via: 'outbox', file, accepted: info.envelope.to, rejected: [] };
     },
   };
 }
