@@ -7,6 +7,7 @@ import type { Config } from './config.ts';
 import { serviceUrls } from './config.ts';
 import { createPiiCrypto, type PiiCrypto } from './crypto.ts';
 import { createPool, type Pool } from './db.ts';
+import { createEmbeddingProvider, type EmbeddingProvider } from './embeddings/index.ts';
 import type { Logger } from './logger.ts';
 import { createMailer, type Mailer } from './mail.ts';
 import { loadNetwork, type Network } from './network.ts';
@@ -27,6 +28,11 @@ export interface PlatformContext {
   internalApiKey: string;
   /** Base URLs of the services; updated once they listen (ports may be chosen by the OS). */
   urls: { signals: string; search: string; aggregator: string };
+  /**
+   * The embedding provider, created on first call (so commands that never embed load no model);
+   * later calls return the same one. Rejects when EMBEDDING_PROVIDER=transformers cannot load.
+   */
+  embeddings(): Promise<EmbeddingProvider>;
 }
 
 /**
@@ -41,6 +47,7 @@ export async function createContext(config: Config, databaseUrl: string, logger:
   const internalApiKey = config.INTERNAL_API_KEY
     ?? await readOrCreateSecret(config.dataDirPath, 'internal-api.key', () => `ldp_internal_${randomBytes(32).toString('base64url')}`);
   const pool = createPool(databaseUrl, config.DATABASE_POOL_SIZE);
+  let embeddings: Promise<EmbeddingProvider> | undefined;
   try {
     return {
       config, logger, pool, network,
@@ -50,6 +57,7 @@ export async function createContext(config: Config, databaseUrl: string, logger:
       tokens: await createTokenService(config),
       internalApiKey,
       urls: serviceUrls(config),
+      embeddings: () => (embeddings ??= createEmbeddingProvider(config, logger)),
     };
   } catch (err) {
     await pool.end();

@@ -61,30 +61,45 @@ RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     + cos(radians(lat1)) * cos(radians(lat2)) * power(sin(radians(lng2 - lng1) / 2), 2))))
 $$;
 
--- Cosine similarity of two unit vectors (their dot product): the exact backend's similarity.
-CREATE FUNCTION search.cosine(a real[], b real[])
-RETURNS double precision LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-  SELECT sum(x::double precision * y) FROM unnest(a, b) AS t(x, y)
-$$;
+-- Retired items leave the index; their ids stay here so that an older snapshot arriving late
+-- (jobs may run out of order) cannot bring them back. Retirement is final at signals.
+CREATE TABLE search.retired_items (
+  item_id           uuid PRIMARY KEY,
+  source_updated_at timestamptz NOT NULL
+);
 
--- The vector backend, chosen once here: pgvector when the `vector` extension can be created (an
--- extra `embedding_vector` column; HNSW cosine indexes per dimension count are created by the
--- search service for its model, lib/search/vector-backend.ts), else exact cosine over real[].
+-- The vector backend, chosen once here and recorded in search.settings:
+-- * `pgvector` when the `vector` extension can be created: a generated `embedding_vector` column;
+--   the search service creates an HNSW cosine index per dimension count for its model
+--   (lib/search/vector-backend.ts).
+-- * `exact` otherwise: exact cosine over the real[] embedding. PostgreSQL has no array dot product,
+--   and summing over unnest() costs about 1 s per 20,000 vectors of 384 dimensions, so the vector
+--   is also kept as chunks of at most 100 dimensions in the `cube` type (contrib; its limit is 100
+--   dimensions), whose C distance gives the dot product of unit vectors: a.b = 1 - |a - b|^2 / 2.
 DO $$
 BEGIN
   BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector') THEN
-      IF EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector') THEN
-        CREATE EXTENSION vector;
-      END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector')
+       AND EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector') THEN
+      CREATE EXTENSION vector;
     END IF;
   EXCEPTION WHEN insufficient_privilege THEN
-    RAISE NOTICE 'vector extension available but not creatable here: using the exact backend';
+    RAISE NOTICE 'the vector extension is available but this role may not create it: using the exact backend';
   END;
   IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector') THEN
-    ALTER TABLE search.items ADD COLUMN embedding_vector vector;
+    ALTER TABLE search.items ADD COLUMN embedding_vector vector GENERATED ALWAYS AS (embedding::vector) STORED;
     INSERT INTO search.settings (key, value) VALUES ('vector_backend', 'pgvector');
   ELSE
+    BEGIN
+      CREATE EXTENSION IF NOT EXISTS cube;
+    EXCEPTION WHEN OTHERS THEN
+      RAISE EXCEPTION 'The search index needs the vector extension (pgvector, preferred) or the cube extension (PostgreSQL contrib): %', SQLERRM;
+    END;
+    EXECUTE $f$
+      CREATE FUNCTION search.cube_chunks(v real[]) RETURNS cube[] LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $b$
+        SELECT array_agg(cube(v[i:i + 99]::double precision[]) ORDER BY i) FROM generate_series(1, cardinality(v), 100) AS i
+      $b$ $f$;
+    ALTER TABLE search.items ADD COLUMN embedding_cubes cube[] GENERATED ALWAYS AS (search.cube_chunks(embedding)) STORED;
     INSERT INTO search.settings (key, value) VALUES ('vector_backend', 'exact');
   END IF;
 END
