@@ -1,8 +1,15 @@
 /**
  * Reading an uploaded table (CSV or XLSX) as a stream of rows: header row first, then the data
- * rows one at a time, never the whole file in memory.
+ * rows one at a time, never the whole file in memory. The formats live in lib/bulk/csv-table.ts
+ * and lib/bulk/xlsx-table.ts; this module holds the shared shapes and rules:
+ * - cells are trimmed of all Unicode white space (String.prototype.trim: spaces, tabs, U+00A0, U+3000, …);
+ * - the header row is the first row that is not blank; fully blank rows are skipped, but row
+ *   numbers still count them, as the spreadsheet shows them (header = row 1, first data row = 2);
+ * - a row keeps every cell it has, even beyond the header row (the row coercer reports those).
  */
 import type { Readable } from 'node:stream';
+import { openCsvTable } from './csv-table.ts';
+import { openXlsxTable } from './xlsx-table.ts';
 
 export type TableFormat = 'csv' | 'xlsx';
 
@@ -19,19 +26,45 @@ export interface TableRow {
 }
 
 export interface Table {
+  /** Trimmed header cells, in file order (empty string for a column without a header). */
   headers: string[];
-  /** CSV: the encoding the file was decoded with (e.g. `utf-8`, `utf-16le`, `windows-1252`). */
+  /** CSV: the encoding the file was decoded with: `utf-8`, `utf-16le`, `utf-16be` or `windows-1252`. */
   encoding?: string;
   /** XLSX: the name of the worksheet read. */
   sheet?: string;
+  /**
+   * The data rows, once. Reading them to the end releases the file; errors found mid-file
+   * (malformed CSV, an XLSX formula without a stored result) are thrown as TableFormatError.
+   */
   rows: AsyncIterable<TableRow>;
+  /** Releases the file when the rows are not read to the end (or not at all). Idempotent. */
+  close(): void;
 }
 
 /**
  * Opens a stored table. `open` returns a fresh stream of the stored file each call (it may be
- * called twice, e.g. to sniff the encoding first).
- * @throws TableFormatError for file-level problems (also from the rows iterator, mid-file).
+ * called twice: CSV is read once to choose its encoding, then parsed).
+ * @throws TableFormatError "the file is empty", "the file has no header row", an encoding that
+ *   cannot be determined, or an unreadable workbook; errors of `open` itself pass through.
  */
-export async function openTable(_open: () => Promise<Readable>, _format: TableFormat): Promise<Table> {
-  throw new TableFormatError('reading tables is not implemented yet');
+export async function openTable(open: () => Promise<Readable>, format: TableFormat): Promise<Table> {
+  return format === 'csv' ? openCsvTable(open) : openXlsxTable(open);
+}
+
+/** A cell as the table reports it: trimmed of all Unicode white space. */
+export function cleanCell(cell: string): string {
+  return cell.trim();
+}
+
+/** Whether every cell of a (cleaned) row is empty. */
+export function isBlankRow(values: string[]): boolean {
+  for (let i = 0; i < values.length; i++) if (values[i] !== '') return false;
+  return true;
+}
+
+/** Spreadsheet letters of a 0-based column index: 0 → A, 25 → Z, 26 → AA. */
+export function columnLetter(index: number): string {
+  let letters = '';
+  for (let n = index + 1; n > 0; n = Math.floor((n - 1) / 26)) letters = String.fromCharCode(65 + ((n - 1) % 26)) + letters;
+  return letters;
 }

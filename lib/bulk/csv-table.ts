@@ -1,0 +1,129 @@
+/**
+ * CSV tables, streamed through csv-parse (RFC 4180 quoting, quoted newlines, CRLF/LF/CR).
+ *
+ * The encoding is chosen for the whole file first (lib/bulk/encoding.ts, a pass over a first
+ * stream); a second stream is decoded (iconv-lite for UTF-16 and Windows-1252) and parsed. The
+ * delimiter — comma, semicolon or tab — is sniffed from the header line.
+ */
+import { pipeline, Readable, type Transform } from 'node:stream';
+import { CsvError, parse } from 'csv-parse';
+import iconv from 'iconv-lite';
+import { detectEncoding } from './encoding.ts';
+import { cleanCell, isBlankRow, TableFormatError, type Table, type TableRow } from './table.ts';
+
+const DELIMITERS = [',', ';', '\t'] as const;
+/** Longest record accepted (characters): bounds memory when a quote is never closed. */
+const MAX_RECORD_CHARS = 4 * 1024 * 1024;
+/** How much text is read to find the header line for delimiter sniffing. */
+const SNIFF_CHARS = 64 * 1024;
+/** A cell that a formula-injection guard (csv-stringify `escape_formulas`) prefixed with `'`. */
+const ESCAPED_FORMULA = /^'[=+\-@\t\r\uFF1D\uFF0B\uFF0D\uFF20]/;
+
+/**
+ * Opens a CSV table (see `openTable`). Row numbers count records, as a spreadsheet shows them
+ * (a quoted newline does not start a new row; blank lines do).
+ * @throws TableFormatError for an empty file, no header row, an unknown encoding, and (from the
+ *   rows iterator) malformed CSV such as a quote that is never closed.
+ */
+export async function openCsvTable(open: () => Promise<Readable>): Promise<Table> {
+  const { encoding, empty } = await detectEncoding(await open());
+  if (empty) throw new TableFormatError('the file is empty');
+  const raw = await open();
+  const text = encoding === 'utf-8' ? raw : pipeline(raw, iconv.decodeStream(encoding) as unknown as Transform, () => {});
+  const source = text[Symbol.asyncIterator]() as AsyncIterator<Buffer | string>;
+
+  // Read the first line (or a large first piece) to sniff the delimiter, then replay it.
+  const head: (Buffer | string)[] = [];
+  let headText = '';
+  while (!headText.includes('\n') && headText.length < SNIFF_CHARS) {
+    const next = await source.next();
+    if (next.done) break;
+    head.push(next.value);
+    headText += typeof next.value === 'string' ? next.value : next.value.toString('utf8');
+  }
+  const delimiter = sniffDelimiter(headText);
+
+  const parser = parse({
+    bom: true,
+    delimiter,
+    record_delimiter: ['\r\n', '\n', '\r'],
+    relax_quotes: true,
+    relax_column_count: true,
+    skip_empty_lines: false,
+    max_record_size: MAX_RECORD_CHARS,
+  });
+  async function* replay(): AsyncGenerator<Buffer | string> {
+    yield* head;
+    for (let next = await source.next(); !next.done; next = await source.next()) yield next.value;
+  }
+  pipeline(Readable.from(replay(), { objectMode: false }), parser, () => {});
+  const records = parser[Symbol.asyncIterator]() as AsyncIterator<string[]>;
+
+  let recordNumber = 0;
+  const nextRecord = async (): Promise<string[] | null> => {
+    try {
+      const next = await records.next();
+      if (next.done) return null;
+      recordNumber++;
+      return next.value;
+    } catch (err) {
+      throw csvError(err, recordNumber + 1);
+    }
+  };
+
+  let headers: string[] | null = null;
+  while (!headers) {
+    const record = await nextRecord();
+    if (!record) {
+      raw.destroy();
+      throw new TableFormatError('the file has no header row');
+    }
+    const cells = record.map(cleanCsvCell);
+    if (!isBlankRow(cells)) headers = cells;
+  }
+
+  async function* rows(): AsyncGenerator<TableRow> {
+    try {
+      for (let record = await nextRecord(); record; record = await nextRecord()) {
+        const values = record.map(cleanCsvCell);
+        if (!isBlankRow(values)) yield { rowNumber: recordNumber, values };
+      }
+    } finally {
+      raw.destroy();
+    }
+  }
+  return { headers, encoding, rows: rows(), close: () => raw.destroy() };
+}
+
+/** Trimmed cell, with the `'` of a formula-injection guard removed (so error reports re-upload cleanly). */
+function cleanCsvCell(cell: string): string {
+  const value = cleanCell(cell);
+  return value.charCodeAt(0) === 39 && ESCAPED_FORMULA.test(value) ? value.slice(1) : value;
+}
+
+/** The most frequent of comma, semicolon and tab outside quotes in the header line; comma by default. */
+export function sniffDelimiter(text: string): string {
+  const counts = new Map<string, number>(DELIMITERS.map((d) => [d, 0]));
+  let quoted = false;
+  for (const ch of text) {
+    if (ch === '"') quoted = !quoted;
+    else if (!quoted && (ch === '\n' || ch === '\r')) break;
+    else if (!quoted && counts.has(ch)) counts.set(ch, counts.get(ch)! + 1);
+  }
+  let best = ',';
+  for (const [d, n] of counts) if (n > counts.get(best)!) best = d;
+  return best;
+}
+
+function csvError(err: unknown, row: number): Error {
+  if (!(err instanceof CsvError)) return err as Error;
+  const line = (err as CsvError & { lines?: number }).lines;
+  switch (err.code) {
+    case 'CSV_QUOTE_NOT_CLOSED':
+      return new TableFormatError(`row ${row} opens a quoted field that is never closed (a closing " is missing), so the rest of the file cannot be read`);
+    case 'CSV_MAX_RECORD_SIZE':
+      return new TableFormatError(`row ${row} is longer than ${MAX_RECORD_CHARS} characters (at line ${line}); most likely a quoted field is never closed`);
+    default:
+      return new TableFormatError(`row ${row} (line ${line}) is not valid CSV: ${err.message}`);
+  }
+}
