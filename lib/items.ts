@@ -109,7 +109,8 @@ export interface UpsertResult {
   message?: string;
 }
 
-const RECORD_COLUMNS = `item_network, item_domain, item_type, item_id, item_state, item_locations, item_instance_url,
+/** Select list of an ItemRecord from signals.items (times as ISO-8601 UTC strings). */
+export const RECORD_COLUMNS = `item_network, item_domain, item_type, item_id, item_state, item_locations, item_instance_url,
   item_schema_url, created_by, lifecycle_status,
   to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at,
   to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS updated_at`;

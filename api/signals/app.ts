@@ -4,6 +4,7 @@ import type { PlatformContext } from '../../lib/context.ts';
 import { apiKeyAuth } from '../http/auth.ts';
 import { healthRoutes } from '../http/health.ts';
 import { createServiceApp, finishServiceApp } from '../http/service-app.ts';
+import { discoverRoutes } from './discover.ts';
 import { itemRoutes } from './items.ts';
 
 export function createSignalsApp(ctx: PlatformContext): Express {
@@ -11,6 +12,7 @@ export function createSignalsApp(ctx: PlatformContext): Express {
   app.use(healthRoutes(ctx, 'signals'));
   app.use('/api/v1', apiKeyAuth(ctx, 'signals'));
   app.use('/api/v1', itemRoutes(ctx));
+  app.use('/api/v1', discoverRoutes(ctx));
   finishServiceApp(app, 'A');
   return app;
 }
