@@ -2,8 +2,10 @@
 import { Command } from 'commander';
 import { SERVICES } from '../api/server.ts';
 import { aggregatorCreate, token } from './commands/aggregator.ts';
+import { fixturesSeekers } from './commands/fixtures.ts';
 import { keysCreate, keysList, keysRevoke } from './commands/keys.ts';
 import { parseService, runPlatform } from './commands/start.ts';
+import { upload } from './commands/upload.ts';
 import { CliError, withPlatformContext } from './command-context.ts';
 
 const program = new Command('ldp')
@@ -59,6 +61,30 @@ program.command('token')
   .option('--ttl <duration>', 'lifetime, e.g. 30m, 1h, 7d', '1h')
   .option('--roles <roles>', 'comma-separated roles: admin, operator, viewer', 'admin')
   .action(token);
+
+program.command('upload <file>')
+  .description('onboard a CSV or XLSX file as a bulk upload through the aggregator API of a running instance')
+  .requiredOption('--type <participant_type>', 'participant type (network domain), e.g. seeker or provider')
+  .option('--column-map <file>', 'JSON file: file header → schema field name, or null to ignore the column')
+  .option('--attest', 'attest that you have the authority to onboard these participants (else you are asked)')
+  .option('--wait', 'follow the job with a progress bar until it ends, then print a summary')
+  .option('--errors-out <file>', 'with --wait: save the error report (failed and skipped rows) there')
+  .option('--token <jwt>', 'bearer token (default: LDP_TOKEN)')
+  .option('--aggregator <id>', 'mint a one-hour operator token for this aggregator locally instead')
+  .option('--url <url>', 'aggregator base URL (default: AGGREGATOR_URL, else the running instance of DATA_DIR)')
+  .option('--interval <ms>', 'progress poll interval', '500')
+  .action(upload);
+
+program.command('fixtures')
+  .description('generate fixture files')
+  .command('seekers')
+  .description('write a CSV of synthetic seekers with deliberate errors and duplicates')
+  .requiredOption('--count <n>', 'number of rows')
+  .option('--out <file>', 'output file (default: stdout)')
+  .option('--error-rate <share>', 'share of rows with one deliberate error', '0.05')
+  .option('--duplicate-rate <share>', 'share of rows repeating an earlier phone or e-mail', '0.02')
+  .option('--seed <n>', 'random seed (same seed, same file)', '1')
+  .action(fixturesSeekers);
 
 try {
   await program.parseAsync(process.argv);

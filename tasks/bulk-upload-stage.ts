@@ -12,7 +12,7 @@
 import type { Task } from 'graphile-worker';
 import { withReportColumnsIgnored } from '../lib/bulk/error-report.ts';
 import { matchHeaders } from '../lib/bulk/header-match.ts';
-import { openTable, TableFormatError, type TableRow } from '../lib/bulk/table.ts';
+import { openTable, TableFormatError, type Table } from '../lib/bulk/table.ts';
 import {
   CHUNK_TASK, failBulkUpload, FINISH_TASK, loadBulkUpload, type ChunkPayload, type UploadPayload,
 } from '../lib/bulk/upload-jobs.ts';
@@ -22,8 +22,6 @@ import { enqueue } from '../lib/jobs.ts';
 
 /** A staged row: [spreadsheet row number, cells]. */
 export type StagedRow = [number, string[]];
-
-const blank = (row: TableRow) => row.values.every((v) => v === '');
 
 export function bulkUploadStage(ctx: PlatformContext): Task {
   return async (payload, helpers) => {
@@ -41,7 +39,7 @@ export function bulkUploadStage(ctx: PlatformContext): Task {
     const chunkRows = ctx.config.BULK_UPLOAD_CHUNK_ROWS;
     let chunks = 0;
     let total = 0;
-    let table;
+    let table: Table | undefined;
     // One chunk is written while the next is read.
     let writing: Promise<unknown> = Promise.resolve();
     const write = async (rows: StagedRow[]) => {
@@ -58,8 +56,8 @@ export function bulkUploadStage(ctx: PlatformContext): Task {
       const fieldNames = new Set(domain.fields.map((f) => f.name));
       matchHeaders(domain, table.headers, withReportColumnsIgnored(table.headers, job.column_map, fieldNames));
       let rows: StagedRow[] = [];
+      // Blank rows never reach here (lib/bulk/table.ts skips them).
       for await (const row of table.rows) {
-        if (blank(row)) continue;
         rows.push([row.rowNumber, row.values]);
         total++;
         if (rows.length === chunkRows) {
@@ -70,6 +68,7 @@ export function bulkUploadStage(ctx: PlatformContext): Task {
       if (rows.length) await write(rows);
       await writing;
     } catch (err) {
+      table?.close();
       await writing.catch(() => {});
       if (!(err instanceof TableFormatError)) throw err;
       await ctx.pool.query('DELETE FROM aggregator.bulk_upload_chunks WHERE upload_id = $1', [uploadId]);
@@ -83,7 +82,7 @@ export function bulkUploadStage(ctx: PlatformContext): Task {
         `UPDATE aggregator.bulk_uploads
             SET headers = $2, encoding = $3, sheet = $4, staged_at = now(), total_rows = $5, chunk_count = $6, updated_at = now()
           WHERE upload_id = $1 AND status = 'running' AND staged_at IS NULL`,
-        [uploadId, table.headers, table.encoding ?? null, table.sheet ?? null, total, chunks]);
+        [uploadId, table!.headers, table!.encoding ?? null, table!.sheet ?? null, total, chunks]);
       if (!rowCount) return;
       if (chunks > 0) {
         await enqueue(client, { task: CHUNK_TASK, payload: { upload_id: uploadId, chunk_index: 0 } satisfies ChunkPayload, jobKey: `${CHUNK_TASK}:${uploadId}:0` });

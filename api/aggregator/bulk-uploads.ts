@@ -16,8 +16,7 @@ import { pipeline } from 'node:stream/promises';
 import busboy from 'busboy';
 import { Router, type NextFunction, type Request, type Response } from 'express';
 import { z } from 'zod';
-import { detectTableFormat } from '../../lib/bulk/file-type.ts';
-import type { TableFormat } from '../../lib/bulk/table.ts';
+import { detectTableFormat, FORMAT_SNIFF_BYTES, unsupportedFileMessage } from '../../lib/bulk/file-type.ts';
 import {
   createBulkUpload, getBulkUpload, listBulkUploads, sourceObjectKey, startBulkUpload,
 } from '../../lib/bulk/upload-jobs.ts';
@@ -27,8 +26,7 @@ import { assertDomainAllowed, callerOf, requireRole } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
 import { parse } from '../http/validation.ts';
 
-/** Bytes of the file's start kept to recognise its format (detectTableFormat). */
-const HEAD_BYTES = 64 * 1024;
+const HEAD_BYTES = FORMAT_SNIFF_BYTES;
 const MAX_COLUMN_MAP_BYTES = 64 * 1024;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -205,11 +203,9 @@ export function bulkUploadRoutes(ctx: PlatformContext): Router {
       if (file.tooLarge) {
         throw new HttpError(413, `file is larger than the limit of ${maxBytes} bytes (BULK_UPLOAD_MAX_BYTES)`, { fields: { file: ['too large'] } });
       }
-      // An empty file is a CSV without a header row: accepted here, reported by the job.
-      const format: TableFormat | null = file.size === 0 ? 'csv' : detectTableFormat(file.head);
-      if (!format) {
-        throw new HttpError(415, 'file is neither a CSV text file nor an XLSX workbook (recognised by its content, not its name)', { fields: { file: ['unsupported file type'] } });
-      }
+      // Recognised by content, not name. An empty file counts as CSV: the job reports it.
+      const format = detectTableFormat(file.head);
+      if (!format) throw new HttpError(415, `file: ${unsupportedFileMessage(file.head)}`, { fields: { file: ['unsupported file type'] } });
       const job = await createBulkUpload(ctx.pool, {
         uploadId, aggregatorId: caller.aggregatorId, orgId: caller.orgId, domain, createdBy: caller.subject,
         fileName: file.name, format, sizeBytes: file.size, fileObjectKey: key, columnMap,

@@ -1,0 +1,170 @@
+/**
+ * `ldp upload FILE --type provider [--column-map map.json] [--wait]`: onboards a CSV or XLSX file
+ * through the aggregator HTTP API of a running instance — creates the bulk upload
+ * (`POST /v1/bulk-uploads`, the file streamed from disk), starts it with the operator's
+ * attestation, and with `--wait` follows its progress until it ends.
+ *
+ * Where: `--url`, else AGGREGATOR_URL, else the instance recorded in `<DATA_DIR>/instance.json`,
+ * else HOST and AGGREGATOR_PORT. Who: `--token`, else LDP_TOKEN, else `--aggregator ID`, for which
+ * a one-hour operator token is minted locally with the built-in issuer (like `ldp token`).
+ */
+import { createWriteStream, openAsBlob } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { createInterface } from 'node:readline/promises';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import cliProgress from 'cli-progress';
+import { findAggregator } from '../../lib/aggregators.ts';
+import type { BulkUploadJson } from '../../lib/bulk/upload-jobs.ts';
+import { serviceUrls } from '../../lib/config.ts';
+import { readInstance } from '../../lib/instance.ts';
+import { CliError, cliConfig, withPlatformContext } from '../command-context.ts';
+
+export interface UploadOptions {
+  type: string;
+  columnMap?: string;
+  wait?: boolean;
+  attest?: boolean;
+  token?: string;
+  aggregator?: string;
+  url?: string;
+  errorsOut?: string;
+  /** Milliseconds between progress polls. */
+  interval?: string;
+}
+
+const TERMINAL = new Set(['completed', 'failed']);
+
+async function aggregatorUrl(opts: UploadOptions): Promise<string> {
+  if (opts.url) return opts.url;
+  if (process.env.AGGREGATOR_URL) return process.env.AGGREGATOR_URL;
+  const { config } = cliConfig();
+  const instance = await readInstance(config.dataDirPath);
+  return instance?.urls.aggregator ?? serviceUrls(config).aggregator;
+}
+
+async function bearerToken(opts: UploadOptions): Promise<string> {
+  if (opts.token) return opts.token;
+  if (process.env.LDP_TOKEN) return process.env.LDP_TOKEN;
+  if (!opts.aggregator) throw new CliError('Give a bearer token with --token or LDP_TOKEN, or --aggregator ID to mint one locally');
+  return withPlatformContext(async (ctx) => {
+    const agg = await findAggregator(ctx.pool, opts.aggregator!);
+    if (!agg) throw new CliError(`No aggregator with id ${opts.aggregator}`);
+    return ctx.tokens.issue({
+      sub: `aggregator:${agg.aggregator_id}`, aggregator_id: agg.aggregator_id, org_id: agg.org_id,
+      aggregator_type: agg.types, roles: ['operator'],
+    }, 3600);
+  });
+}
+
+/** The operator's attestation: `--attest`, else a yes/no question on a terminal. */
+async function attestation(opts: UploadOptions, file: string): Promise<void> {
+  if (opts.attest) return;
+  if (!process.stdin.isTTY) throw new CliError('Add --attest to attest that you have the authority to onboard the participants in this file');
+  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    const answer = await rl.question(`Do you attest that you have the authority to onboard the participants in ${path.basename(file)}? [y/N] `);
+    if (!/^y(es)?$/i.test(answer.trim())) throw new CliError('Not attested; nothing was uploaded');
+  } finally {
+    rl.close();
+  }
+}
+
+/** Calls the aggregator API; shape-C errors become CliErrors with their detail. */
+async function call<T>(url: string, token: string, init: RequestInit = {}): Promise<T> {
+  let res: Response;
+  try {
+    res = await fetch(url, { ...init, headers: { authorization: `Bearer ${token}`, ...init.headers } });
+  } catch (err) {
+    throw new CliError(`Cannot reach ${new URL(url).origin}: ${(err as Error).cause ?? (err as Error).message}. Is the platform running (ldp start)?`);
+  }
+  const text = await res.text();
+  if (!res.ok) {
+    let detail = text.slice(0, 500);
+    try {
+      detail = JSON.parse(text).error?.detail ?? detail;
+    } catch { /* not JSON */ }
+    throw new CliError(`${init.method ?? 'GET'} ${new URL(url).pathname} answered ${res.status}: ${detail}`);
+  }
+  return JSON.parse(text) as T;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Runs `ldp upload`. */
+export async function upload(file: string, opts: UploadOptions): Promise<void> {
+  const info = await stat(file).catch(() => null);
+  if (!info?.isFile()) throw new CliError(`No file ${file}`);
+  let columnMap: string | undefined;
+  if (opts.columnMap) {
+    columnMap = await readFile(opts.columnMap, 'utf8').catch(() => {
+      throw new CliError(`Cannot read the column map ${opts.columnMap}`);
+    });
+    try {
+      JSON.parse(columnMap);
+    } catch {
+      throw new CliError(`${opts.columnMap} is not JSON: expected an object of file header → field name (or null)`);
+    }
+  }
+  await attestation(opts, file);
+  const base = (await aggregatorUrl(opts)).replace(/\/+$/, '');
+  const token = await bearerToken(opts);
+
+  const form = new FormData();
+  form.set('participant_type', opts.type);
+  if (columnMap) form.set('column_map', columnMap);
+  // A file-backed Blob: fetch streams it from disk.
+  form.set('file', await openAsBlob(file), path.basename(file));
+  const started = Date.now();
+  const created = await call<BulkUploadJson>(`${base}/v1/bulk-uploads`, token, { method: 'POST', body: form });
+  const uploadedMs = Date.now() - started;
+  let job = await call<BulkUploadJson>(`${base}/v1/bulk-uploads/${created.upload_id}/start`, token, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ attestation: true }),
+  });
+  process.stdout.write(`bulk upload ${job.upload_id}: ${path.basename(file)} (${job.file_format}, ${(info.size / 1e6).toFixed(1)} MB, uploaded in ${(uploadedMs / 1000).toFixed(1)} s) is ${job.status}\n`);
+  if (!opts.wait) {
+    process.stdout.write(`follow it with: curl -H "Authorization: Bearer $LDP_TOKEN" ${base}/v1/bulk-uploads/${job.upload_id}\n`);
+    return;
+  }
+
+  const interval = Math.max(100, Number(opts.interval ?? 500));
+  const bar = new cliProgress.SingleBar({
+    format: '{bar} {percentage}% | {value}/{total} rows | passed {passed} failed {failed} skipped {skipped} | {rate} rows/s',
+    hideCursor: true, etaBuffer: 20,
+  }, cliProgress.Presets.shades_classic);
+  let barStarted = false;
+  while (!TERMINAL.has(job.status)) {
+    await sleep(interval);
+    job = await call<BulkUploadJson>(`${base}/v1/bulk-uploads/${job.upload_id}`, token);
+    const done = job.passed + job.failed + job.skipped;
+    const rate = Math.round(done / ((Date.now() - started) / 1000));
+    const payload = { passed: job.passed, failed: job.failed, skipped: job.skipped, rate };
+    if (job.total_rows !== null && !barStarted) {
+      bar.start(job.total_rows, done, payload);
+      barStarted = true;
+    } else if (barStarted) {
+      bar.update(done, payload);
+    }
+  }
+  if (barStarted) bar.stop();
+  const seconds = (Date.now() - started) / 1000;
+  if (job.status === 'failed') throw new CliError(`bulk upload ${job.upload_id} failed: ${job.status_reason}`);
+  const total = job.total_rows ?? 0;
+  process.stdout.write([
+    `completed: ${total} rows — ${job.passed} passed, ${job.failed} failed, ${job.skipped} skipped`
+      + `${job.passed + job.failed + job.skipped === total ? '' : ' (counts do not add up!)'}`,
+    `time: ${seconds.toFixed(1)} s from upload start to completion, ${Math.round(total / seconds)} rows/s`,
+  ].join('\n') + '\n');
+  if (!job.errors_csv_object_key) return;
+  const reportUrl = `${base}/v1/bulk-uploads/${job.upload_id}/errors`;
+  if (opts.errorsOut) {
+    const res = await fetch(reportUrl, { headers: { authorization: `Bearer ${token}` } });
+    if (!res.ok || !res.body) throw new CliError(`GET ${reportUrl} answered ${res.status}`);
+    await pipeline(Readable.fromWeb(res.body as import('node:stream/web').ReadableStream), createWriteStream(opts.errorsOut));
+    process.stdout.write(`error report (failed and skipped rows): ${opts.errorsOut}\n`);
+  } else {
+    process.stdout.write(`error report: object ${job.errors_csv_object_key}; download it with --errors-out FILE, or\n`
+      + `  curl -H "Authorization: Bearer $LDP_TOKEN" -o errors.csv ${reportUrl}\n`);
+  }
+}
