@@ -4,7 +4,8 @@ import { SERVICES } from '../api/server.ts';
 import { aggregatorCreate, token } from './commands/aggregator.ts';
 import { fixturesSeekers } from './commands/fixtures.ts';
 import { keysCreate, keysList, keysRevoke } from './commands/keys.ts';
-import { parseService, runPlatform } from './commands/start.ts';
+import { health } from './commands/health.ts';
+import { parseServices, runPlatform } from './commands/start.ts';
 import { upload } from './commands/upload.ts';
 import { CliError, withPlatformContext } from './command-context.ts';
 
@@ -17,13 +18,19 @@ program.command('start')
   .action(() => runPlatform({ services: SERVICES, worker: true }, true));
 
 program.command('serve')
-  .description('run one service alone against DATABASE_URL (or the running instance)')
-  .requiredOption('--service <name>', `one of ${SERVICES.join(', ')}`)
-  .action((opts) => runPlatform({ services: [parseService(opts.service)], worker: false }, false));
+  .description('run one or more services, without the worker, against DATABASE_URL (or the running instance)')
+  .requiredOption('--service <names>', `one of ${SERVICES.join(', ')}, a comma-separated list, or all`)
+  .action((opts) => runPlatform({ services: parseServices(opts.service), worker: false }, false));
 
 program.command('worker')
   .description('run a graphile-worker runner alone against DATABASE_URL (or the running instance)')
   .action(() => runPlatform({ services: [], worker: true }, false));
+
+program.command('health')
+  .description('exit 0 when the named services of this host answer /health and/or a worker of this host beat within 20 s; else 1')
+  .option('--service <names>', `${SERVICES.join(', ')}, a comma-separated list, or all`)
+  .option('--worker', 'check for a live worker process on this host (platform.worker_heartbeats)')
+  .action(health);
 
 program.command('migrate')
   .description('apply pending database migrations and exit')

@@ -22,9 +22,11 @@ export async function startHeartbeat(pool: Pool, workerId: string): Promise<() =
   };
 }
 
-/** Whether any worker beat recently, and how many. */
-export async function workerAlive(db: Queryable): Promise<{ alive: boolean; count: number }> {
+/** Whether any worker (or any on `hostname`: one container's, for its healthcheck) beat recently, and how many. */
+export async function workerAlive(db: Queryable, options: { hostname?: string } = {}): Promise<{ alive: boolean; count: number }> {
   const { rows } = await db.query<{ n: number }>(
-    `SELECT count(*) AS n FROM platform.worker_heartbeats WHERE last_seen_at > now() - make_interval(secs => $1)`, [STALE_MS / 1000]);
+    `SELECT count(*) AS n FROM platform.worker_heartbeats
+      WHERE last_seen_at > now() - make_interval(secs => $1) AND ($2::text IS NULL OR hostname = $2)`,
+    [STALE_MS / 1000, options.hostname ?? null]);
   return { alive: rows[0].n > 0, count: rows[0].n };
 }

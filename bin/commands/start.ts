@@ -1,6 +1,7 @@
 /**
  * `ldp start` (everything in one process, on the embedded database when DATABASE_URL is unset),
- * `ldp serve --service NAME` and `ldp worker` (one part alone), and their graceful stop on
+ * `ldp serve --service NAMES` (some or all services, no worker) and `ldp worker` (the worker
+ * alone), and their graceful stop on
  * SIGINT/SIGTERM: stop taking requests, let running jobs finish within SHUTDOWN_TIMEOUT_MS, close
  * the pool, stop the embedded PostgreSQL cleanly. A second signal exits at once.
  */
@@ -62,8 +63,15 @@ export async function runPlatform(parts: PlatformParts, owner: boolean): Promise
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
 }
 
-/** Parses `--service` for `ldp serve`. @throws CliError on an unknown name. */
-export function parseService(name: string): ServiceName {
-  if (!SERVICES.includes(name as ServiceName)) throw new CliError(`--service must be one of ${SERVICES.join(', ')}`);
-  return name as ServiceName;
+/**
+ * Parses `--service` of `ldp serve` and `ldp health`: one name, a comma-separated list, or `all`.
+ * @throws CliError on an unknown or missing name.
+ */
+export function parseServices(value: string): ServiceName[] {
+  const names = value.trim() === 'all' ? SERVICES : value.split(',').map((s) => s.trim());
+  const bad = names.find((name) => !SERVICES.includes(name as ServiceName));
+  if (bad !== undefined || names.length === 0) {
+    throw new CliError(`--service must be one of ${SERVICES.join(', ')}, a comma-separated list of them, or all`);
+  }
+  return [...new Set(names as ServiceName[])];
 }
