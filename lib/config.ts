@@ -44,6 +44,7 @@ export const configSchema = z.object({
   /** Key the platform's own parts use to call signals and search; generated into DATA_DIR when unset. */
   INTERNAL_API_KEY: z.string().min(32).optional(),
   HTTP_BODY_LIMIT: byteSize.default(1024 * 1024),
+  /** How long signals waits for the search service (discover, match score) before answering its degraded way. */
   SEARCH_TIMEOUT_MS: positiveInt.default(2000),
 
   WORKER_CONCURRENCY: positiveInt.default(2),
@@ -93,6 +94,15 @@ export const configSchema = z.object({
   SEARCH_TEXT_SIMILARITY_THRESHOLD: z.coerce.number().min(-1).max(1).optional(),
   /** Items per step of the search reconciliation (change-feed page, re-embedding batch). */
   SEARCH_RECONCILE_BATCH_SIZE: positiveInt.max(1000).default(500),
+  /** Match score bands: the least score of `strong`, `good` and `fair` (descending, 0..100); below fair is `weak`. */
+  MATCH_SCORE_BANDS: z.string().default('75,55,35').transform((value, ctx) => {
+    const parts = value.split(',').map((v) => Number(v.trim()));
+    if (parts.length !== 3 || parts.some((n) => !Number.isFinite(n) || n < 0 || n > 100) || !(parts[0] > parts[1] && parts[1] > parts[2])) {
+      ctx.addIssue({ code: 'custom', message: 'expected three descending scores 0..100 for strong,good,fair, such as 75,55,35' });
+      return z.NEVER;
+    }
+    return { strong: parts[0], good: parts[1], fair: parts[2] };
+  }),
 }).superRefine((c, ctx) => {
   if (c.S3_ENDPOINT && (!c.S3_ACCESS_KEY || !c.S3_SECRET_KEY)) {
     ctx.addIssue({ code: 'custom', path: ['S3_ACCESS_KEY'], message: 'S3_ACCESS_KEY and S3_SECRET_KEY are required when S3_ENDPOINT is set' });
