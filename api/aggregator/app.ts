@@ -7,6 +7,7 @@ import { bearerAuth, callerOf } from '../http/auth.ts';
 import { healthRoutes } from '../http/health.ts';
 import { createServiceApp, finishServiceApp } from '../http/service-app.ts';
 import { bulkUploadRoutes } from './bulk-uploads.ts';
+import { templateRoutes } from './templates.ts';
 
 export function createAggregatorApp(ctx: PlatformContext): Express {
   const app = createServiceApp(ctx, 'aggregator');
@@ -16,6 +17,8 @@ export function createAggregatorApp(ctx: PlatformContext): Express {
     res.json(ctx.tokens.jwks());
   });
   app.use('/v1', bearerAuth(ctx));
+  // Before the bulk-upload routes, so that /v1/bulk-uploads/template is not taken for an upload id.
+  app.use('/v1', templateRoutes(ctx));
   // Who the bearer token says the caller is, as the service sees it.
   app.get('/v1/me', (_req, res) => {
     const caller = callerOf(res);

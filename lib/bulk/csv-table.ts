@@ -16,7 +16,7 @@ const DELIMITERS = [',', ';', '\t'] as const;
 const MAX_RECORD_CHARS = 4 * 1024 * 1024;
 /** How much text is read to find the header line for delimiter sniffing. */
 const SNIFF_CHARS = 64 * 1024;
-/** A cell that a formula-injection guard (csv-stringify `escape_formulas`) prefixed with `'`. */
+/** A cell that a formula-injection guard (lib/bulk/error-report.ts `protectCell`, csv-stringify `escape_formulas`) prefixed with `'`. */
 const ESCAPED_FORMULA = /^'[=+\-@\t\r\uFF1D\uFF0B\uFF0D\uFF20]/;
 
 /**
