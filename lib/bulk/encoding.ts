@@ -196,11 +196,11 @@ class LegacyScan {
     if (this.utf8Line) {
       throw new TableFormatError(`the file mixes text encodings: line ${this.utf8Line} is UTF-8 but line ${this.invalidLine} is not, so its text cannot be read reliably. ${fix}`);
     }
-    if (this.undefinedByte !== -1) {
-      throw new TableFormatError(`the file is neither UTF-8 nor Windows-1252 text: line ${this.undefinedLine} has byte 0x${this.undefinedByte.toString(16).toUpperCase()}, which is not a character in Windows-1252. ${fix}`);
-    }
     if (this.high >= 20 && this.pairedHigh / this.high > 0.4) {
       throw new TableFormatError(`the file's text encoding is not supported: it is not UTF-8, UTF-16 or Windows-1252 (from line ${this.invalidLine} it looks like a multi-byte encoding such as Shift_JIS, GBK or EUC-KR). ${fix}`);
+    }
+    if (this.undefinedByte !== -1) {
+      throw new TableFormatError(`the file is neither UTF-8 nor Windows-1252 text: line ${this.undefinedLine} has byte 0x${this.undefinedByte.toString(16).toUpperCase()}, which is not a character in Windows-1252. ${fix}`);
     }
     return 'windows-1252';
   }
