@@ -6,6 +6,7 @@ import { healthRoutes } from '../http/health.ts';
 import { createServiceApp, finishServiceApp } from '../http/service-app.ts';
 import { discoverRoutes } from './discover.ts';
 import { itemRoutes } from './items.ts';
+import { matchScoreRoutes } from './match-score.ts';
 
 export function createSignalsApp(ctx: PlatformContext): Express {
   const app = createServiceApp(ctx, 'signals');
@@ -13,6 +14,7 @@ export function createSignalsApp(ctx: PlatformContext): Express {
   app.use('/api/v1', apiKeyAuth(ctx, 'signals'));
   app.use('/api/v1', itemRoutes(ctx));
   app.use('/api/v1', discoverRoutes(ctx));
+  app.use('/api/v1', matchScoreRoutes(ctx));
   finishServiceApp(app, 'A');
   return app;
 }
