@@ -162,7 +162,7 @@ describe('match score', () => {
 });
 
 describe('search service internal endpoint POST /v1/index/entries', () => {
-  const entries = (apiKey: string, body: unknown) => request(platform.url('search')).post('/v1/index/entries').set('x-api-key', apiKey).send(body);
+  const entries = (apiKey: string, body: object) => request(platform.url('search')).post('/v1/index/entries').set('x-api-key', apiKey).send(body);
 
   it('gives the index entries of indexed ids in request order, to the internal key only', async () => {
     const missing = randomUUID();
