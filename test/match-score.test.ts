@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { discoverItems, PLACES, storeItems, type DiscoverItems } from './helpers/discover-items.ts';
+import { discoverItems, PLACES, storeItems, waitForIndex, type DiscoverItems } from './helpers/discover-items.ts';
 import { startTestPlatform, type TestPlatform } from './helpers/platform.ts';
 
 let platform: TestPlatform;
@@ -22,22 +22,12 @@ const input = (item: Stored, over: Record<string, unknown> = {}) => ({
 const score = (itemA: unknown, itemB: unknown) =>
   request(platform.url('signals')).post('/api/v1/match-score/calculate').set('x-api-key', key).send({ itemA, itemB });
 
-async function waitForIndex(ids: string[]): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const { rows } = await platform.ctx.pool.query<{ n: number }>('SELECT count(*) AS n FROM search.items WHERE item_id = ANY($1::uuid[])', [ids]);
-    if (rows[0].n === ids.length) return;
-    if (Date.now() > deadline) throw new Error(`only ${rows[0].n} of ${ids.length} items indexed after 30 s`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 beforeAll(async () => {
   platform = await startTestPlatform({ services: ['signals', 'search'], worker: true, env: { EMBEDDING_PROVIDER: 'hashing' } });
   key = await platform.apiKey('signals');
   items = discoverItems();
   await storeItems(platform.url('signals'), key, items);
-  await waitForIndex([items.electrician.item_id, items.kaithalIti.item_id, items.ambalaBusStand.item_id, items.karoraSchool.item_id, items.tailor.item_id]);
+  await waitForIndex(platform.ctx.pool, [items.electrician.item_id, items.kaithalIti.item_id, items.ambalaBusStand.item_id, items.karoraSchool.item_id, items.tailor.item_id]);
 });
 afterAll(() => platform.stop());
 

@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { expect } from 'vitest';
+import type { Queryable } from '../../lib/db.ts';
 
 export const PLACES = {
   karora: { lat: 29.6574, lng: 76.5421 },
@@ -70,4 +71,15 @@ export function distanceMeters(a: { lat: number; lng: number }, b: { lat: number
   const rad = (d: number) => (d * Math.PI) / 180;
   const h = Math.sin(rad(b.lat - a.lat) / 2) ** 2 + Math.cos(rad(a.lat)) * Math.cos(rad(b.lat)) * Math.sin(rad(b.lng - a.lng) / 2) ** 2;
   return 2 * 6371008.8 * Math.asin(Math.min(1, Math.sqrt(h)));
+}
+
+/** Waits until the search-index-items task has indexed every one of `ids` (polls search.items). */
+export async function waitForIndex(db: Queryable, ids: string[], timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const { rows } = await db.query<{ n: number }>('SELECT count(*) AS n FROM search.items WHERE item_id = ANY($1::uuid[])', [ids]);
+    if (rows[0].n === ids.length) return;
+    if (Date.now() > deadline) throw new Error(`only ${rows[0].n} of ${ids.length} items indexed after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
