@@ -41,8 +41,9 @@ export function templateRoutes(ctx: PlatformContext): Router {
       body.catch(() => cache.delete(key));
     }
     const bytes = await body;
+    // The name is [a-z0-9_-] only (network id and domain name patterns), so quoting it is enough (RFC 6266).
     res.status(200)
-      .attachment(templateFileName(ctx.network, domain, format))
+      .set('content-disposition', `attachment; filename="${templateFileName(ctx.network, domain, format)}"`)
       .type(TEMPLATE_CONTENT_TYPES[format])
       .send(bytes);
   });
