@@ -2,4 +2,7 @@
  * Periodic jobs, one per line, in graphile-worker crontab syntax
  * (`minute hour day month weekday task ?options payload`).
  */
-export const crontab = '';
+export const crontab = [
+  // Search: repair missed indexing and re-embed after a model change (tasks/search-reconcile.ts).
+  '*/5 * * * * search-reconcile ?max=3&queue=search-reconcile&jobKey=search-reconcile&priority=20',
+].join('\n');

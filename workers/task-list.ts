@@ -4,15 +4,20 @@
  */
 import type { TaskList } from 'graphile-worker';
 import type { PlatformContext } from '../lib/context.ts';
+import { SEARCH_INDEX_TASK } from '../lib/items.ts';
 import { CHUNK_TASK, FINISH_TASK, STAGE_TASK } from '../lib/bulk/upload-jobs.ts';
 import { bulkUploadChunk } from '../tasks/bulk-upload-chunk.ts';
 import { bulkUploadFinish } from '../tasks/bulk-upload-finish.ts';
 import { bulkUploadStage } from '../tasks/bulk-upload-stage.ts';
+import { searchIndexItems } from '../tasks/search-index-items.ts';
+import { RECONCILE_TASK, searchReconcile } from '../tasks/search-reconcile.ts';
 
 export function createTaskList(ctx: PlatformContext): TaskList {
   return {
     [STAGE_TASK]: bulkUploadStage(ctx),
     [CHUNK_TASK]: bulkUploadChunk(ctx),
     [FINISH_TASK]: bulkUploadFinish(ctx),
+    [SEARCH_INDEX_TASK]: searchIndexItems(ctx),
+    [RECONCILE_TASK]: searchReconcile(ctx),
   };
 }

@@ -1,16 +1,23 @@
 /** The search service (`/v1/search`, `/v1/search/flat`, `/v1/relevance`; header x-api-key; errors in shape A). */
 import type { Express } from 'express';
 import type { PlatformContext } from '../../lib/context.ts';
+import { searchEngine, searchReadiness } from '../../lib/search/engine.ts';
 import { apiKeyAuth } from '../http/auth.ts';
 import { healthRoutes } from '../http/health.ts';
 import { createServiceApp, finishServiceApp } from '../http/service-app.ts';
+import { flatSearchRoutes } from './flat.ts';
 import { indexEntryRoutes } from './index-entries.ts';
+import { relevanceRoutes } from './relevance.ts';
+import { searchRoutes } from './search.ts';
 
 export function createSearchApp(ctx: PlatformContext): Express {
   const app = createServiceApp(ctx, 'search');
-  app.use(healthRoutes(ctx, 'search'));
+  // Chosen at start-up, so the log says at once which embedding provider and vector backend serve.
+  searchEngine(ctx).catch((err) => ctx.logger.error({ err }, 'search engine unavailable'));
+  app.use(healthRoutes(ctx, 'search', () => searchReadiness(ctx)));
   app.use('/v1', apiKeyAuth(ctx, 'search'));
   app.use('/v1', indexEntryRoutes(ctx));
+  app.use('/v1', searchRoutes(ctx), flatSearchRoutes(ctx), relevanceRoutes(ctx));
   finishServiceApp(app, 'A');
   return app;
 }

@@ -1,3 +1,4 @@
-/** Embeddings: the providers (transformers.js, built-in hashing) and the model version shape. */
+/** Embeddings: the providers (transformers.js, built-in hashing), the model version shape, cosine similarity. */
+export { cosineSimilarity } from './cosine.ts';
 export { formatModelVersion, sameModelVersion, type ModelVersion } from './model-version.ts';
 export { createEmbeddingProvider, createHashingProvider, HASHING_DIMENSIONS, type EmbeddingProvider } from './provider.ts';

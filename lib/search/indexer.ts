@@ -1,0 +1,193 @@
+/**
+ * Writing item snapshots into the search index (`search.items`, `search.item_locations`), used by
+ * the search-index-items and search-reconcile tasks. Rules (issue "search and discover", item 1):
+ * - order-safe: a snapshot older than the indexed one (by the item's `updated_at` at signals) is
+ *   ignored, so jobs may run in any order and be retried;
+ * - the embedded text is the item's searchable text (lib/search-text.ts); it is re-embedded only
+ *   when its SHA-256 changed or it was embedded with another model version; anything else (state
+ *   outside the text, locations, lifecycle) updates the row without embedding;
+ * - draft, live and paused items are kept with their `lifecycle_status` (search returns live
+ *   ones only), so going live needs no re-embedding; retired items leave the index and their id
+ *   is remembered (`search.retired_items`) so a late older snapshot cannot bring them back.
+ */
+import { createHash } from 'node:crypto';
+import type { Pool } from '../db.ts';
+import { withTransaction } from '../db.ts';
+import type { EmbeddingProvider } from '../embeddings/index.ts';
+import type { ItemRecord } from '../items.ts';
+import type { Logger } from '../logger.ts';
+import type { Network } from '../network.ts';
+import { searchText } from '../search-text.ts';
+
+export interface IndexOutcome {
+  /** Rows inserted or updated. */
+  written: number;
+  /** Texts embedded (each distinct text once). */
+  embedded: number;
+  /** Retired items removed (or remembered as retired). */
+  removed: number;
+  /** Snapshots ignored: older than the index, of a retired item, unchanged, or of an unknown domain. */
+  skipped: number;
+}
+
+interface Prepared {
+  item: ItemRecord;
+  text: string;
+  hash: string;
+}
+
+/** SHA-256 (hex) of an embedded text: the content hash of the index. */
+export function contentHash(text: string): string {
+  return createHash('sha256').update(text).digest('hex');
+}
+
+/** A vector component rounded to 8 decimals: below float4 precision at these magnitudes, half the JSON. */
+const round8 = (x: number) => Math.round(x * 1e8) / 1e8;
+
+/** The newest snapshot per item id. */
+function newestPerItem(items: ItemRecord[]): ItemRecord[] {
+  const byId = new Map<string, ItemRecord>();
+  for (const item of items) {
+    const seen = byId.get(item.item_id);
+    if (!seen || Date.parse(item.updated_at) >= Date.parse(seen.updated_at)) byId.set(item.item_id, item);
+  }
+  return [...byId.values()];
+}
+
+/**
+ * Applies `snapshots` (item records as stored at signals, with `updated_at` and
+ * `lifecycle_status`) to the index, embedding with `provider` in one batch.
+ * Idempotent: applying the same snapshots again changes nothing.
+ * @throws Error from the provider or the database (the caller's job is retried).
+ */
+export async function indexSnapshots(
+  deps: { pool: Pool; network: Network; logger: Logger },
+  provider: EmbeddingProvider,
+  snapshots: ItemRecord[],
+): Promise<IndexOutcome> {
+  const outcome: IndexOutcome = { written: 0, embedded: 0, removed: 0, skipped: 0 };
+  const items = newestPerItem(snapshots);
+  const retired = items.filter((i) => i.lifecycle_status === 'retired');
+  const prepared: Prepared[] = [];
+  for (const item of items) {
+    if (item.lifecycle_status === 'retired') continue;
+    const domain = item.item_network === deps.network.id ? deps.network.domains.get(item.item_domain) : undefined;
+    if (!domain) {
+      deps.logger.warn({ item_id: item.item_id, item_network: item.item_network, item_domain: item.item_domain }, 'not indexed: not a domain of the active network');
+      outcome.skipped++;
+      continue;
+    }
+    const text = searchText(domain, item.item_state);
+    prepared.push({ item, text, hash: contentHash(text) });
+  }
+  const version = provider.version;
+
+  // What the index holds for these items: newer snapshot already applied, retired, same text and model.
+  const { rows: known } = prepared.length ? await deps.pool.query<{ item_id: string; stale: boolean; retired: boolean; current: boolean }>(
+    `SELECT d.item_id, coalesce(i.source_updated_at > d.updated_at, false) AS stale, r.item_id IS NOT NULL AS retired,
+            coalesce(i.content_hash = d.hash AND i.model_id = $2 AND i.model_quantization = $3 AND i.model_dimensions = $4, false) AS current
+       FROM jsonb_to_recordset($1::jsonb) AS d(item_id uuid, updated_at timestamptz, hash text)
+       LEFT JOIN search.items i USING (item_id) LEFT JOIN search.retired_items r USING (item_id)`,
+    [JSON.stringify(prepared.map((p) => ({ item_id: p.item.item_id, updated_at: p.item.updated_at, hash: p.hash }))),
+      version.model_id, version.quantization, version.dimensions],
+  ) : { rows: [] };
+  const state = new Map(known.map((k) => [k.item_id, k]));
+  const toEmbed: Prepared[] = [];
+  const toUpdate: Prepared[] = [];
+  for (const p of prepared) {
+    const k = state.get(p.item.item_id)!;
+    if (k.stale || k.retired) outcome.skipped++;
+    else if (k.current) toUpdate.push(p);
+    else toEmbed.push(p);
+  }
+
+  // One embedding per distinct text.
+  const texts = [...new Set(toEmbed.map((p) => p.text))];
+  const vectors = texts.length ? await provider.embed(texts) : [];
+  const vectorOf = new Map(texts.map((t, i) => [t, vectors[i]]));
+  outcome.embedded = texts.length;
+
+  const record = (p: Prepared) => ({
+    item_id: p.item.item_id, item_network: p.item.item_network, item_domain: p.item.item_domain, item_type: p.item.item_type,
+    item_state: p.item.item_state, item_locations: p.item.item_locations ?? [], item_instance_url: p.item.item_instance_url ?? null,
+    item_schema_url: p.item.item_schema_url ?? null, created_by: p.item.created_by ?? null, created_at: p.item.created_at,
+    source_updated_at: p.item.updated_at, lifecycle_status: p.item.lifecycle_status, search_text: p.text, content_hash: p.hash,
+  });
+  const recordColumns = `item_id uuid, item_network text, item_domain text, item_type text, item_state jsonb, item_locations jsonb,
+    item_instance_url text, item_schema_url text, created_by text, created_at timestamptz, source_updated_at timestamptz,
+    lifecycle_status text, search_text text, content_hash text`;
+
+  await withTransaction(deps.pool, async (client) => {
+    const written: string[] = [];
+    if (toEmbed.length) {
+      const { rows } = await client.query<{ item_id: string }>(
+        `INSERT INTO search.items AS i (item_id, item_network, item_domain, item_type, item_state, item_locations, item_instance_url,
+           item_schema_url, created_by, created_at, source_updated_at, lifecycle_status, search_text, content_hash,
+           model_id, model_quantization, model_dimensions, embedding)
+         SELECT d.item_id, d.item_network, d.item_domain, d.item_type, d.item_state, d.item_locations, d.item_instance_url,
+           d.item_schema_url, d.created_by, d.created_at, d.source_updated_at, d.lifecycle_status, d.search_text, d.content_hash,
+           $2, $3, $4, d.embedding
+           FROM jsonb_to_recordset($1::jsonb) AS d(${recordColumns}, embedding real[])
+          WHERE NOT EXISTS (SELECT 1 FROM search.retired_items r WHERE r.item_id = d.item_id)
+         ON CONFLICT (item_id) DO UPDATE SET
+           item_network = EXCLUDED.item_network, item_domain = EXCLUDED.item_domain, item_type = EXCLUDED.item_type,
+           item_state = EXCLUDED.item_state, item_locations = EXCLUDED.item_locations, item_instance_url = EXCLUDED.item_instance_url,
+           item_schema_url = EXCLUDED.item_schema_url, created_by = EXCLUDED.created_by, created_at = EXCLUDED.created_at,
+           source_updated_at = EXCLUDED.source_updated_at, lifecycle_status = EXCLUDED.lifecycle_status,
+           search_text = EXCLUDED.search_text, content_hash = EXCLUDED.content_hash, model_id = EXCLUDED.model_id,
+           model_quantization = EXCLUDED.model_quantization, model_dimensions = EXCLUDED.model_dimensions,
+           embedding = EXCLUDED.embedding, indexed_at = now(), embedded_at = now()
+         WHERE i.source_updated_at <= EXCLUDED.source_updated_at
+         RETURNING item_id`,
+        [JSON.stringify(toEmbed.map((p) => ({ ...record(p), embedding: Array.from(vectorOf.get(p.text)!, round8) }))),
+          version.model_id, version.quantization, version.dimensions],
+      );
+      written.push(...rows.map((r) => r.item_id));
+    }
+    if (toUpdate.length) {
+      // Same text and model: everything but the embedding, unless nothing changed at all.
+      const { rows } = await client.query<{ item_id: string }>(
+        `UPDATE search.items AS i SET
+           item_state = d.item_state, item_locations = d.item_locations, item_instance_url = d.item_instance_url,
+           item_schema_url = d.item_schema_url, created_by = d.created_by, created_at = d.created_at,
+           source_updated_at = d.source_updated_at, lifecycle_status = d.lifecycle_status, indexed_at = now()
+           FROM jsonb_to_recordset($1::jsonb) AS d(${recordColumns})
+          WHERE i.item_id = d.item_id AND i.source_updated_at <= d.source_updated_at AND i.content_hash = d.content_hash
+            AND i.model_id = $2 AND i.model_quantization = $3 AND i.model_dimensions = $4
+            AND (i.item_state, i.item_locations, i.item_instance_url, i.item_schema_url, i.created_by, i.created_at,
+                 i.source_updated_at, i.lifecycle_status)
+                IS DISTINCT FROM (d.item_state, d.item_locations, d.item_instance_url, d.item_schema_url, d.created_by, d.created_at,
+                 d.source_updated_at, d.lifecycle_status)
+         RETURNING i.item_id`,
+        [JSON.stringify(toUpdate.map(record)), version.model_id, version.quantization, version.dimensions],
+      );
+      written.push(...rows.map((r) => r.item_id));
+    }
+    outcome.written = written.length;
+    outcome.skipped += toEmbed.length + toUpdate.length - written.length;
+    if (written.length) {
+      // The written rows are locked until commit, so their locations cannot interleave with another job's.
+      await client.query('DELETE FROM search.item_locations WHERE item_id = ANY($1::uuid[])', [written]);
+      const ids = new Set(written);
+      const locations = prepared.filter((p) => ids.has(p.item.item_id))
+        .flatMap((p) => (p.item.item_locations ?? []).map((l, position) => ({ item_id: p.item.item_id, position, lat: l.lat, lng: l.lng })));
+      if (locations.length) {
+        await client.query(
+          `INSERT INTO search.item_locations (item_id, position, lat, lng)
+           SELECT item_id, position, lat, lng FROM jsonb_to_recordset($1::jsonb) AS l(item_id uuid, position integer, lat float8, lng float8)`,
+          [JSON.stringify(locations)]);
+      }
+    }
+    if (retired.length) {
+      const data = JSON.stringify(retired.map((r) => ({ item_id: r.item_id, updated_at: r.updated_at })));
+      const { rowCount } = await client.query(
+        `DELETE FROM search.items WHERE item_id IN (SELECT item_id FROM jsonb_to_recordset($1::jsonb) AS d(item_id uuid))`, [data]);
+      await client.query(
+        `INSERT INTO search.retired_items AS r (item_id, source_updated_at)
+         SELECT item_id, updated_at FROM jsonb_to_recordset($1::jsonb) AS d(item_id uuid, updated_at timestamptz)
+         ON CONFLICT (item_id) DO UPDATE SET source_updated_at = greatest(r.source_updated_at, EXCLUDED.source_updated_at)`, [data]);
+      outcome.removed = rowCount ?? 0;
+    }
+  });
+  return outcome;
+}

@@ -1,0 +1,42 @@
+/**
+ * Task `search-index-items` {items: ItemRecord[]}: enqueued by signals (lib/items.ts) in the same
+ * transaction as every stored change, with snapshots of the items as stored. Applies them to the
+ * search index with one batch of embeddings (lib/search/indexer.ts: order-safe, re-embeds only
+ * changed text, retired items leave the index). Idempotent; a failure (e.g. the model) retries.
+ */
+import type { Task } from 'graphile-worker';
+import { z } from 'zod';
+import type { PlatformContext } from '../lib/context.ts';
+import { itemLocationSchema, LIFECYCLE_STATUSES, type ItemRecord } from '../lib/items.ts';
+import { searchEngine } from '../lib/search/engine.ts';
+import { indexSnapshots } from '../lib/search/indexer.ts';
+
+/** A snapshot as signals sends it (spec "Item record" plus lifecycle_status and ISO times). */
+export const itemSnapshotSchema = z.object({
+  item_network: z.string().min(1),
+  item_domain: z.string().min(1),
+  item_type: z.string().min(1),
+  item_id: z.uuid(),
+  item_state: z.record(z.string(), z.unknown()),
+  item_locations: z.array(itemLocationSchema),
+  item_instance_url: z.string().nullable(),
+  item_schema_url: z.string().nullable(),
+  created_by: z.string().nullable(),
+  created_at: z.iso.datetime({ offset: true }),
+  updated_at: z.iso.datetime({ offset: true }),
+  lifecycle_status: z.enum(LIFECYCLE_STATUSES),
+});
+
+const payloadSchema = z.object({ items: z.array(itemSnapshotSchema) });
+
+export function searchIndexItems(ctx: PlatformContext): Task {
+  return async (payload, helpers) => {
+    const parsed = payloadSchema.safeParse(payload);
+    if (!parsed.success) {
+      throw new Error(`search-index-items payload is invalid: ${parsed.error.issues.slice(0, 3).map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    }
+    const { provider } = await searchEngine(ctx);
+    const outcome = await indexSnapshots(ctx, provider, parsed.data.items as ItemRecord[]);
+    helpers.logger.debug(`indexed ${parsed.data.items.length} snapshots`, { outcome });
+  };
+}

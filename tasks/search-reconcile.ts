@@ -1,0 +1,113 @@
+/**
+ * Task `search-reconcile` (periodic, workers/crontab.ts): repairs what indexing jobs missed.
+ * 1. Reads signals' change feed (`GET /api/v1/items?after=&limit=`, oldest first) from the
+ *    cursor kept in `search.settings`, and applies every item whose index entry is missing or
+ *    older than the item at signals (or that is retired but still indexed). The cursor only moves
+ *    past changes older than SETTLE_MS, so a change committed late with an earlier timestamp is
+ *    still read on the next run.
+ * 2. Re-embeds every entry embedded with another model version than the current provider's,
+ *    from the item state the index holds.
+ * Each run works for at most RUN_BUDGET_MS and leaves the rest to a follow-up job. The search
+ * service never reads the signals schema: the feed is signals' HTTP API.
+ */
+import type { Task } from 'graphile-worker';
+import { z } from 'zod';
+import type { PlatformContext } from '../lib/context.ts';
+import type { EmbeddingProvider } from '../lib/embeddings/index.ts';
+import type { ItemRecord } from '../lib/items.ts';
+import { searchEngine } from '../lib/search/engine.ts';
+import { indexSnapshots } from '../lib/search/indexer.ts';
+import { itemSnapshotSchema } from './search-index-items.ts';
+
+export const RECONCILE_TASK = 'search-reconcile';
+const CURSOR_KEY = 'reconcile_cursor';
+/** Changes younger than this may still be committing with an earlier timestamp: the cursor waits. */
+export const SETTLE_MS = 10 * 60_000;
+/** Work per run; what is left continues in a follow-up job. */
+const RUN_BUDGET_MS = 60_000;
+const FEED_TIMEOUT_MS = 30_000;
+
+const feedSchema = z.object({ items: z.array(itemSnapshotSchema), next_cursor: z.string().nullable() });
+
+/** Reads the change feed from the saved cursor; applies what the index lacks. @returns whether the feed was read to its end. */
+async function reconcileFeed(ctx: PlatformContext, provider: EmbeddingProvider, deadline: number, batch: number): Promise<boolean> {
+  const { rows } = await ctx.pool.query<{ value: string }>(`SELECT value FROM search.settings WHERE key = $1`, [CURSOR_KEY]);
+  let readFrom = rows[0]?.value ?? null;
+  let settled = true;
+  const settleBefore = Date.now() - SETTLE_MS;
+  while (Date.now() < deadline) {
+    const url = new URL('/api/v1/items', ctx.urls.signals);
+    url.searchParams.set('limit', String(batch));
+    if (readFrom) url.searchParams.set('after', readFrom);
+    const res = await fetch(url, { headers: { 'x-api-key': ctx.internalApiKey }, signal: AbortSignal.timeout(FEED_TIMEOUT_MS) });
+    if (!res.ok) throw new Error(`signals change feed answered ${res.status}: ${(await res.text()).slice(0, 300)}`);
+    const page = feedSchema.parse(await res.json());
+    if (page.items.length) {
+      const { rows: missing } = await ctx.pool.query<{ item_id: string }>(
+        `SELECT d.item_id FROM jsonb_to_recordset($1::jsonb) AS d(item_id uuid, updated_at timestamptz, lifecycle_status text)
+           LEFT JOIN search.items i USING (item_id) LEFT JOIN search.retired_items r USING (item_id)
+          WHERE CASE WHEN d.lifecycle_status = 'retired' THEN i.item_id IS NOT NULL OR r.item_id IS NULL
+                     ELSE r.item_id IS NULL AND (i.item_id IS NULL OR i.source_updated_at < d.updated_at) END`,
+        [JSON.stringify(page.items.map(({ item_id, updated_at, lifecycle_status }) => ({ item_id, updated_at, lifecycle_status })))]);
+      if (missing.length) {
+        const ids = new Set(missing.map((m) => m.item_id));
+        const outcome = await indexSnapshots(ctx, provider, page.items.filter((i) => ids.has(i.item_id)) as ItemRecord[]);
+        ctx.logger.info({ component: RECONCILE_TASK, repaired: ids.size, outcome }, 'search index repaired from the change feed');
+      }
+      // Items come oldest first: the settled ones are a prefix of the page.
+      const lastSettled = settled ? page.items.filter((i) => Date.parse(i.updated_at) < settleBefore).at(-1) : undefined;
+      if (lastSettled) {
+        await ctx.pool.query(
+          `INSERT INTO search.settings (key, value) VALUES ($1, $2)
+           ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = now()`,
+          [CURSOR_KEY, `${lastSettled.updated_at},${lastSettled.item_id}`]);
+      }
+      if (lastSettled !== page.items.at(-1)) settled = false;
+    }
+    if (!page.next_cursor) return true;
+    readFrom = page.next_cursor;
+  }
+  return false;
+}
+
+/** Re-embeds entries of other model versions. @returns whether none is left. */
+async function reconcileModelVersions(ctx: PlatformContext, provider: EmbeddingProvider, deadline: number, batch: number): Promise<boolean> {
+  const { model_id, quantization, dimensions } = provider.version;
+  let after = '00000000-0000-0000-0000-000000000000';
+  while (Date.now() < deadline) {
+    const { rows } = await ctx.pool.query<ItemRecord>(
+      `SELECT item_network, item_domain, item_type, item_id::text AS item_id, item_state, item_locations, item_instance_url,
+              item_schema_url, created_by, lifecycle_status,
+              to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at,
+              to_char(source_updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS updated_at
+         FROM search.items
+        WHERE (model_id, model_quantization, model_dimensions) IS DISTINCT FROM ($1, $2, $3) AND item_id > $4
+        ORDER BY item_id LIMIT $5`, [model_id, quantization, dimensions, after, batch]);
+    if (rows.length) {
+      const outcome = await indexSnapshots(ctx, provider, rows);
+      ctx.logger.info({ component: RECONCILE_TASK, outcome }, 'search index entries re-embedded with the current model version');
+    }
+    if (rows.length < batch) return true;
+    after = rows.at(-1)!.item_id;
+  }
+  return false;
+}
+
+export function searchReconcile(ctx: PlatformContext): Task {
+  return async (_payload, helpers) => {
+    const { provider } = await searchEngine(ctx);
+    const deadline = Date.now() + RUN_BUDGET_MS;
+    const batch = ctx.config.SEARCH_RECONCILE_BATCH_SIZE;
+    let feedError: unknown;
+    const feedDone = await reconcileFeed(ctx, provider, deadline, batch).catch((err) => {
+      feedError = err;
+      return true;
+    });
+    const modelsDone = await reconcileModelVersions(ctx, provider, deadline, batch);
+    if (!feedDone || !modelsDone) {
+      await helpers.addJob(RECONCILE_TASK, {}, { jobKey: RECONCILE_TASK, queueName: RECONCILE_TASK, priority: 20 });
+    }
+    // Failing the job makes the missed feed visible (and retried); the model step has still run.
+    if (feedError) throw feedError;
+  };
+}
