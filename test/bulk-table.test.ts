@@ -127,13 +127,13 @@ describe('CSV structure', () => {
   });
 
   it('fails with the row number when a quote is never closed, after delivering the rows before it', async () => {
-    const table = await openTable(source(Buffer.from('name,district\nA,B\nC,"D\nE,F\n')), 'csv');
+    const table = await openTable(source(Buffer.from('name,district\nA,"B\nB2"\nC,"D\nE,F\n')), 'csv');
     const seen: TableRow[] = [];
     const message = await formatError((async () => {
       for await (const row of table.rows) seen.push(row);
     })());
-    expect(seen).toEqual([{ rowNumber: 2, values: ['A', 'B'] }]);
-    expect(message).toMatch(/^row 3 opens a quoted field that is never closed/);
+    expect(seen).toEqual([{ rowNumber: 2, values: ['A', 'B\nB2'] }]);
+    expect(message).toMatch(/^row 3 \(starting on line 4\) opens a quoted field that is never closed/);
   });
 
   it('streams a large file: the parser never reads far ahead of the rows consumed', async () => {

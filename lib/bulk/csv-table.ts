@@ -60,14 +60,17 @@ export async function openCsvTable(open: () => Promise<Readable>): Promise<Table
   const records = parser[Symbol.asyncIterator]() as AsyncIterator<string[]>;
 
   let recordNumber = 0;
+  // Physical line on which the next record starts (records may hold quoted newlines), for messages.
+  let nextLine = 1;
   const nextRecord = async (): Promise<string[] | null> => {
     try {
       const next = await records.next();
       if (next.done) return null;
       recordNumber++;
+      nextLine += 1 + quotedNewlines(next.value);
       return next.value;
     } catch (err) {
-      throw csvError(err, recordNumber + 1);
+      throw csvError(err, recordNumber + 1, nextLine);
     }
   };
 
@@ -115,15 +118,24 @@ export function sniffDelimiter(text: string): string {
   return best;
 }
 
-function csvError(err: unknown, row: number): Error {
+function csvError(err: unknown, row: number, line: number): Error {
   if (!(err instanceof CsvError)) return err as Error;
-  const line = (err as CsvError & { lines?: number }).lines;
+  const where = `row ${row} (starting on line ${line})`;
   switch (err.code) {
     case 'CSV_QUOTE_NOT_CLOSED':
-      return new TableFormatError(`row ${row} opens a quoted field that is never closed (a closing " is missing), so the rest of the file cannot be read`);
+      return new TableFormatError(`${where} opens a quoted field that is never closed (a closing " is missing), so the rest of the file cannot be read`);
     case 'CSV_MAX_RECORD_SIZE':
-      return new TableFormatError(`row ${row} is longer than ${MAX_RECORD_CHARS} characters (at line ${line}); most likely a quoted field is never closed`);
+      return new TableFormatError(`${where} is longer than ${MAX_RECORD_CHARS} characters; most likely a quoted field is never closed`);
     default:
-      return new TableFormatError(`row ${row} (line ${line}) is not valid CSV: ${err.message}`);
+      return new TableFormatError(`${where} is not valid CSV: ${err.message}`);
   }
+}
+
+/** Number of line feeds inside the cells of a record. */
+function quotedNewlines(record: string[]): number {
+  let count = 0;
+  for (let i = 0; i < record.length; i++) {
+    for (let at = record[i].indexOf('\n'); at !== -1; at = record[i].indexOf('\n', at + 1)) count++;
+  }
+  return count;
 }
