@@ -2,7 +2,7 @@
 -- cannot (POST /api/v1/network/item/discover, source native_fallback). Only live items are ever
 -- returned, so every index here is partial on lifecycle_status = 'live'.
 
--- Misspelling-tolerant word matching (word_similarity, operators <% and %>, trigram GIN indexes).
+-- Misspelling-tolerant matching: trigram similarity between a query word and the known words.
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
 
 -- The item's searchable text (lib/search-text.ts: `label: value` lines of its x-vectorize fields),
@@ -12,6 +12,34 @@ ALTER TABLE signals.items ADD COLUMN search_text text NOT NULL DEFAULT '';
 UPDATE signals.items SET search_text = coalesce((
   SELECT string_agg(v #>> '{}', ' ') FROM jsonb_path_query(item_state, 'strict $.**') AS v
    WHERE jsonb_typeof(v) IN ('string', 'number')), '');
+
+-- The words of that text without its labels (the `label: ` line prefixes are not content),
+-- lower-cased by the `simple` configuration (no stemming, no stop words, any language);
+-- '/', '@', '.', ':' and '_' split words as they do in a query (lib/discover/native.ts textWords).
+ALTER TABLE signals.items ADD COLUMN search_words tsvector GENERATED ALWAYS AS (
+  to_tsvector('simple', regexp_replace(regexp_replace(search_text, '(^|\n)[^:\n]*: ', '\1', 'g'), '[/@.:_]+', ' ', 'g'))) STORED;
+
+-- Every word that occurs in some item's text, for finding the known words a misspelt query word
+-- stands for (the pg_trgm documentation's advice for fuzzy search over large texts). Words are
+-- only added: a word no item holds any more matches nothing. Filled by statement-level triggers
+-- (one INSERT per statement, words in a fixed order so concurrent writers cannot deadlock).
+CREATE TABLE signals.search_words (word text COLLATE "C" PRIMARY KEY);
+CREATE INDEX search_words_trgm_idx ON signals.search_words USING gin (word gin_trgm_ops);
+INSERT INTO signals.search_words (word)
+  SELECT DISTINCT w FROM signals.items, unnest(tsvector_to_array(search_words)) AS w ORDER BY w;
+
+CREATE FUNCTION signals.collect_search_words() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO signals.search_words (word)
+    SELECT DISTINCT w FROM changed, unnest(tsvector_to_array(changed.search_words)) AS w ORDER BY w
+    ON CONFLICT DO NOTHING;
+  RETURN NULL;
+END
+$$;
+CREATE TRIGGER items_search_words_insert AFTER INSERT ON signals.items
+  REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION signals.collect_search_words();
+CREATE TRIGGER items_search_words_update AFTER UPDATE ON signals.items
+  REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION signals.collect_search_words();
 
 -- Great-circle distance in metres (haversine on a sphere of the mean Earth radius, 6,371,008.8 m).
 CREATE FUNCTION signals.distance_meters(lat1 float8, lng1 float8, lat2 float8, lng2 float8) RETURNS float8
@@ -43,7 +71,7 @@ CREATE FUNCTION signals.any_location_within(locations jsonb, min_lat float8, max
 
 CREATE INDEX items_live_newest_idx ON signals.items (item_network, item_domain, item_type, created_at DESC, item_id DESC)
   WHERE lifecycle_status = 'live';
-CREATE INDEX items_live_search_text_idx ON signals.items USING gin (search_text gin_trgm_ops)
+CREATE INDEX items_live_search_words_idx ON signals.items USING gin (search_words)
   WHERE lifecycle_status = 'live';
 CREATE INDEX items_live_state_idx ON signals.items USING gin (item_state jsonb_path_ops)
   WHERE lifecycle_status = 'live';

@@ -148,6 +148,14 @@ describe('discover with the search service stopped (native fallback)', () => {
     const training = await discover({ q: 'trainig' });
     expect(new Set(ids(training.body))).toEqual(new Set(idsOf('karoraSchool', 'kaithalIti')));
 
+    const prefix = await discover({ q: 'hosp' });
+    expect(ids(prefix.body)).toEqual(idsOf('karnalHospital'));
+    const misspeltPlace = await discover({ q: 'karnl' });
+    expect(ids(misspeltPlace.body)).toEqual(idsOf('karnalHospital'));
+    // Labels of the searchable text ("District: …") are not content.
+    const label = await discover({ q: 'district' });
+    expect(label.body.meta.total).toBe(0);
+
     const nothing = await discover({ q: 'veterinary' });
     expect(nothing.body.meta.total).toBe(0);
     expect(nothing.body.items).toEqual([]);

@@ -5,9 +5,10 @@
  *
  * Rules kept alike with `/v1/search` (spec "POST /v1/search", docs/decisions.md):
  * - only live items; the anchor item itself is never a result; conditions are ANDed;
- * - text (`q`): every significant word must occur in the item's searchable text, as a part of it or
- *   as a misspelt word (pg_trgm strict word similarity >= TEXT_SIMILARITY_THRESHOLD); relevance
- *   is the mean of the words' strict word similarities (1 for an exact word);
+ * - text (`q`): every significant word must match a word of the item's searchable text (labels
+ *   aside): a word it starts, or one of the known words most similar to it (pg_trgm similarity,
+ *   from `signals.search_words`; a stricter threshold when known words start with it). Relevance
+ *   is the mean over the query words of 1 for a word it starts, else that similarity;
  * - filters: the field has one of the values (array fields: contain any of them);
  * - bounding box / distance: any of the item's locations inside the box / within range;
  * - order: requested, else inferred (relevance when there is text, else nearest when there is a
@@ -26,11 +27,20 @@ const METERS_PER_DEGREE = (2 * Math.PI * 6371008.8) / 360;
 /** At most this many words of `q` are matched (the first ones). */
 export const MAX_TEXT_WORDS = 10;
 /**
- * Least pg_trgm strict_word_similarity for a misspelt word to match (pg_trgm's default is 0.5):
- * 0.4 accepts scool/school, kaithl/Kaithal, dispensory/Dispensary, electricion/electrician and
- * rejects pune/Punjab, kota/Kottayam, goa/Gopalpur (measured; see docs/decisions.md).
+ * Least pg_trgm similarity for a known word to stand for a query word that no known word starts
+ * with (pg_trgm's default is 0.3): 0.4 accepts scool/school, kaithl/kaithal, dispensory/dispensary,
+ * electricion/electrician and rejects pune/punjab, kota/kottayam, goa/gopalpur (measured;
+ * docs/decisions.md).
  */
-export const TEXT_SIMILARITY_THRESHOLD = 0.4;
+export const WORD_SIMILARITY_THRESHOLD = 0.4;
+/**
+ * The same for a query word that known words start with (real data holds misspellings too, e.g.
+ * "dispensry"): stricter, so that karnal does not also find karnataka (0.42) while dispensry still
+ * finds dispensary (0.62).
+ */
+export const KNOWN_WORD_SIMILARITY_THRESHOLD = 0.5;
+/** At most this many known words stand for one misspelt query word (the most similar ones). */
+const MAX_WORD_VARIANTS = 20;
 
 /** The anchor cannot be used: `status` 404 (unknown) or 403 (interaction not allowed). */
 export class AnchorError extends Error {
@@ -45,6 +55,43 @@ export function textWords(q: string): string[] {
   const words = [...new Set(q.toLowerCase().split(/[^\p{L}\p{N}]+/u).filter(Boolean))];
   const long = words.filter((w) => w.length >= 3);
   return (long.length ? long : words).slice(0, MAX_TEXT_WORDS);
+}
+
+/** One query word and the tsquery terms that match it, best first, with their rank (0..1). */
+interface WordMatch {
+  word: string;
+  alternatives: { tsquery: string; rank: number }[];
+}
+
+/** `lexeme` quoted for the tsquery input syntax. */
+const quoteLexeme = (lexeme: string) => `'${lexeme.replace(/\\/g, '\\\\').replace(/'/g, "''")}'`;
+
+/**
+ * The alternatives of each query word: itself as a prefix (rank 1), then the known words most
+ * similar to it that it does not start (rank: their similarity; at least WORD_SIMILARITY_THRESHOLD,
+ * or KNOWN_WORD_SIMILARITY_THRESHOLD when known words start with it). Needs
+ * `pg_trgm.similarity_threshold` set to WORD_SIMILARITY_THRESHOLD (the `%` operator and its index).
+ */
+async function matchWords(db: Queryable, words: string[]): Promise<WordMatch[]> {
+  if (!words.length) return [];
+  const { rows } = await db.query<{ query_word: string; word: string; similarity: number }>(
+    `SELECT q.word AS query_word, v.word, v.similarity
+       FROM (SELECT w COLLATE "C" AS word FROM unnest($1::text[]) AS w) AS q
+       CROSS JOIN LATERAL (SELECT EXISTS (SELECT 1 FROM signals.search_words AS k
+                                           WHERE k.word >= q.word AND k.word < q.word || chr(1114111)) AS known) AS k
+       CROSS JOIN LATERAL (
+         SELECT s.word, similarity(s.word, q.word) AS similarity FROM signals.search_words AS s
+          WHERE s.word % q.word AND NOT (s.word >= q.word AND s.word < q.word || chr(1114111))
+            AND similarity(s.word, q.word) >= CASE WHEN k.known THEN $2::float4 ELSE $3::float4 END
+          ORDER BY similarity DESC, s.word LIMIT ${MAX_WORD_VARIANTS}) AS v`,
+    [words, KNOWN_WORD_SIMILARITY_THRESHOLD, WORD_SIMILARITY_THRESHOLD]);
+  return words.map((word) => ({
+    word,
+    alternatives: [
+      { tsquery: `${quoteLexeme(word)}:*`, rank: 1 },
+      ...rows.filter((r) => r.query_word === word).map((r) => ({ tsquery: quoteLexeme(r.word), rank: r.similarity })),
+    ],
+  }));
 }
 
 /** A box around `point` containing every point within `meters` of it, or null near a pole or the antimeridian. */
@@ -80,7 +127,7 @@ async function loadAnchor(db: Queryable, network: Network, query: DiscoverQuery)
 export async function discoverNative(pool: Pool, network: Network, query: DiscoverQuery, degraded: boolean): Promise<DiscoverPage> {
   return withTransaction(pool, async (client) => {
     await client.query('SET TRANSACTION READ ONLY');
-    await client.query(`SELECT set_config('pg_trgm.strict_word_similarity_threshold', $1, true)`, [String(TEXT_SIMILARITY_THRESHOLD)]);
+    await client.query(`SELECT set_config('pg_trgm.similarity_threshold', $1, true)`, [String(WORD_SIMILARITY_THRESHOLD)]);
     return nativeQuery(client, network, query, degraded);
   });
 }
@@ -95,10 +142,9 @@ async function nativeQuery(db: Queryable, network: Network, query: DiscoverQuery
   ];
   if (query.anchorItemId) where.push(`item_id <> ${p(query.anchorItemId)}`);
 
-  const words = query.q ? textWords(query.q) : [];
+  const words = query.q ? await matchWords(db, textWords(query.q)) : [];
   for (const word of words) {
-    const w = `${p(word)}::text`;
-    where.push(`(search_text ILIKE '%' || ${w} || '%' OR ${w} <<% search_text)`);
+    where.push(`i.search_words @@ ${p(word.alternatives.map((a) => a.tsquery).join(' | '))}::tsquery`);
   }
   for (const filter of query.filters) {
     // jsonb containment: {"f": v} for a scalar field, {"f": [v]} for an array field (contains any).
@@ -125,9 +171,11 @@ async function nativeQuery(db: Queryable, network: Network, query: DiscoverQuery
   const countParams = [...params];
 
   const extra: string[] = [];
-  let order = 'created_at DESC, item_id DESC';
+  // Qualified: RECORD_COLUMNS outputs created_at as text, and ordering by the column uses its index.
+  let order = 'i.created_at DESC, i.item_id DESC';
   if (sort === 'relevance') {
-    const rank = words.map((w) => `strict_word_similarity(${p(w)}::text, search_text)`).join(' + ');
+    const rank = words.map((w) => `CASE ${w.alternatives.map((a) => `WHEN i.search_words @@ ${p(a.tsquery)}::tsquery THEN ${p(a.rank)}::float8`).join(' ')} ELSE 0 END`)
+      .join(' + ');
     extra.push(`(${rank}) / ${words.length} AS score`);
     order = `score DESC, ${order}`;
   }
@@ -135,11 +183,11 @@ async function nativeQuery(db: Queryable, network: Network, query: DiscoverQuery
     extra.push(`signals.nearest_location_meters(item_locations, ${p(distanceFrom.lat)}, ${p(distanceFrom.lng)}) AS "distanceMeters"`);
     if (sort === 'nearest') order = `"distanceMeters" ASC NULLS LAST, ${order}`;
   }
-  const pageSql = `SELECT ${[RECORD_COLUMNS, ...extra].join(', ')} FROM signals.items WHERE ${whereSql}
+  const pageSql = `SELECT ${[RECORD_COLUMNS, ...extra].join(', ')} FROM signals.items AS i WHERE ${whereSql}
     ORDER BY ${order} LIMIT ${p(query.limit)} OFFSET ${p(query.offset)}`;
 
   const page = await db.query<DiscoverItem & { score?: number | null; distanceMeters?: number | null }>(pageSql, params);
-  const count = await db.query<{ total: number }>(`SELECT count(*) AS total FROM signals.items WHERE ${whereSql}`, countParams);
+  const count = await db.query<{ total: number }>(`SELECT count(*) AS total FROM signals.items AS i WHERE ${whereSql}`, countParams);
   const items = page.rows.map(({ score, distanceMeters, ...record }) => ({
     ...record,
     ...(score != null ? { score } : {}),
