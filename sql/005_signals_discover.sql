@@ -42,8 +42,9 @@ CREATE TRIGGER items_search_words_update AFTER UPDATE ON signals.items
   REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION signals.collect_search_words();
 
 -- Great-circle distance in metres (haversine on a sphere of the mean Earth radius, 6,371,008.8 m).
+-- Not STRICT, so that PostgreSQL inlines it into the query (it is evaluated per row).
 CREATE FUNCTION signals.distance_meters(lat1 float8, lng1 float8, lat2 float8, lng2 float8) RETURNS float8
-  LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE
   RETURN 2 * 6371008.8 * asin(least(1, sqrt(
     sin(radians(lat2 - lat1) / 2) ^ 2 + cos(radians(lat1)) * cos(radians(lat2)) * sin(radians(lng2 - lng1) / 2) ^ 2)));
 

@@ -105,6 +105,16 @@ function boxAround(point: GeoPoint, meters: number): [number, number, number, nu
   return [minLat, maxLat, point.lng - dLng, point.lng + dLng];
 }
 
+/**
+ * SQL for the distance in metres from `point` (placeholders) to an item's nearest location: the
+ * inlined haversine for the usual single location, the set-returning function otherwise.
+ */
+function distanceSql(lat: string, lng: string): string {
+  return `CASE WHEN jsonb_array_length(item_locations) = 1
+    THEN signals.distance_meters(${lat}, ${lng}, (item_locations -> 0 ->> 'lat')::float8, (item_locations -> 0 ->> 'lng')::float8)
+    ELSE signals.nearest_location_meters(item_locations, ${lat}, ${lng}) END`;
+}
+
 /** The anchor's record (existing, not retired, allowed to relate to the searched domain). */
 async function loadAnchor(db: Queryable, network: Network, query: DiscoverQuery): Promise<{ location?: GeoPoint }> {
   const { rows } = await db.query<{ item_network: string; item_domain: string; item_locations: GeoPoint[] }>(
@@ -160,7 +170,7 @@ async function nativeQuery(db: Queryable, network: Network, query: DiscoverQuery
   if (query.point && query.distanceMeters !== undefined) {
     const box = boxAround(query.point, query.distanceMeters);
     if (box) where.push(`signals.locations_box(item_locations) && box(point(${p(box[2])}, ${p(box[0])}), point(${p(box[3])}, ${p(box[1])}))`);
-    where.push(`signals.nearest_location_meters(item_locations, ${p(query.point.lat)}, ${p(query.point.lng)}) <= ${p(query.distanceMeters)}`);
+    where.push(`${distanceSql(`${p(query.point.lat)}::float8`, `${p(query.point.lng)}::float8`)} <= ${p(query.distanceMeters)}`);
   }
 
   const centre = query.orderingCenter ?? query.point ?? anchor?.location;
@@ -180,7 +190,7 @@ async function nativeQuery(db: Queryable, network: Network, query: DiscoverQuery
     order = `score DESC, ${order}`;
   }
   if (distanceFrom) {
-    extra.push(`signals.nearest_location_meters(item_locations, ${p(distanceFrom.lat)}, ${p(distanceFrom.lng)}) AS "distanceMeters"`);
+    extra.push(`${distanceSql(`${p(distanceFrom.lat)}::float8`, `${p(distanceFrom.lng)}::float8`)} AS "distanceMeters"`);
     if (sort === 'nearest') order = `"distanceMeters" ASC NULLS LAST, ${order}`;
   }
   const pageSql = `SELECT ${[RECORD_COLUMNS, ...extra].join(', ')} FROM signals.items AS i WHERE ${whereSql}
