@@ -57,7 +57,8 @@ afterAll(async () => {
   await platform.stop();
 });
 
-describe('ldp serve --service with several services', () => {
+// Each test spawns several node processes; on a loaded 2-core machine that takes longer than the default 30 s.
+describe('ldp serve --service with several services', { timeout: 120_000 }, () => {
   it('serves all three services in one process without a worker, and ldp health --service sees them', async () => {
     const down = await runLdp(['health', '--service', 'all'], env);
     expect(down.code).toBe(1);
@@ -74,7 +75,7 @@ describe('ldp serve --service with several services', () => {
     // No worker runs: readiness says so.
     const ready = await fetch(`http://127.0.0.1:${env.SIGNALS_PORT}/ready`);
     expect(ready.status).toBe(503);
-    expect((await ready.json()).checks.worker).toEqual({ ok: false, workers: 0 });
+    expect(((await ready.json()) as { checks: { worker: unknown } }).checks.worker).toEqual({ ok: false, workers: 0 });
 
     const healthy = await runLdp(['health', '--service', 'all'], env);
     expect(healthy).toMatchObject({ code: 0, stdout: 'healthy\n' });
@@ -108,7 +109,7 @@ describe('ldp serve --service with several services', () => {
   });
 });
 
-describe('ldp health --worker', () => {
+describe('ldp health --worker', { timeout: 120_000 }, () => {
   it('is healthy only while a worker on this host beats', async () => {
     const none = await runLdp(['health', '--worker'], env);
     expect(none.code).toBe(1);
