@@ -82,7 +82,7 @@ describe('ldp start on the embedded database', () => {
     expect((await me(token)).status).toBe(200);
     const noToken = await me();
     expect(noToken.status).toBe(401);
-    expect((await noToken.json()).error.code).toBe('missing_token');
+    expect(((await noToken.json()) as { error: { code: string } }).error.code).toBe('missing_token');
 
     expect(await stop(first.child)).toBe(0);
     expect(existsSync(path.join(dataDir, 'instance.json'))).toBe(false);
