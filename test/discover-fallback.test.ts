@@ -258,7 +258,7 @@ describe('discover with the search service stopped (native fallback)', () => {
     const seekers = await request(platform.url('signals')).post('/api/v1/network/item/discover').set('x-api-key', key)
       .send({ item_network: 'local-discovery', item_domain: 'seeker', item_type: 'seeker_profile', anchor_item_id: items.electrician.item_id });
     expect(seekers.status).toBe(403);
-    expect(seekers.body).toEqual({ error: 'anchor_not_allowed', message: expect.stringContaining('seeker') });
+    expect(seekers.body).toEqual({ error: 'interaction_not_allowed', message: expect.stringContaining('seeker') });
   });
 
   it('combines text, distance and nearest order', async () => {

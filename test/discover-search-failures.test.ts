@@ -79,7 +79,7 @@ describe('discover when the search service fails', () => {
 
   it.each([
     [400, 'invalid_filter', 'filters.0: unknown operator'],
-    [403, 'anchor_not_allowed', 'seeker items may not discover seeker items'],
+    [403, 'interaction_not_allowed', 'seeker items may not discover seeker items'],
     [404, 'anchor_not_found', 'no indexed item 1'],
     [422, 'unprocessable', 'cannot do that'],
   ])('passes a %i of the search service on as its own error, in shape A', async (status, error, message) => {

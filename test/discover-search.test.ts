@@ -69,10 +69,11 @@ describe('discover through the search service', () => {
   it('passes the search service\'s refusals on: unknown anchor, interaction not allowed', async () => {
     const unknown = await discover({ anchor_item_id: randomUUID() });
     expect(unknown.status).toBe(404);
-    expect(Object.keys(unknown.body)).toEqual(['error', 'message']);
+    expect(unknown.body).toEqual({ error: 'anchor_not_found', message: expect.any(String) });
     const seekers = await request(platform.url('signals')).post('/api/v1/network/item/discover').set('x-api-key', key)
       .send({ item_network: 'local-discovery', item_domain: 'seeker', item_type: 'seeker_profile', anchor_item_id: items.electrician.item_id });
     expect(seekers.status).toBe(403);
+    expect(seekers.body.error).toBe('interaction_not_allowed');
   });
 
   it('reports distances from the distance point', async () => {

@@ -17,13 +17,16 @@ import {
 import { discoverViaSearch } from '../../lib/discover/search-path.ts';
 import type { FieldInfo, Network } from '../../lib/network.ts';
 import { SearchRejectedError, SearchUnavailableError } from '../../lib/search-client.ts';
+import { MAX_FILTERS as SEARCH_MAX_FILTERS, MAX_FILTER_VALUES, MAX_TEXT_LENGTH } from '../../lib/search/request.ts';
 import { HttpError, type FieldErrors } from '../http/errors.ts';
 import { parse, summarise } from '../http/validation.ts';
 
-/** Limits the spec leaves open (docs/decisions.md). */
-export const MAX_Q_LENGTH = 1000;
-export const MAX_FILTERS = 20;
-export const MAX_FILTER_VALUES = 100;
+/**
+ * Limits the spec leaves open: those of the search service's request, which discover must fit in;
+ * four of its filters are kept for a bounding box (docs/decisions.md).
+ */
+export const MAX_Q_LENGTH = MAX_TEXT_LENGTH;
+export const MAX_FILTERS = SEARCH_MAX_FILTERS - 4;
 
 const lat = z.number().min(-90).max(90);
 const lng = z.number().min(-180).max(180);

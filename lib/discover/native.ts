@@ -121,9 +121,9 @@ async function loadAnchor(db: Queryable, network: Network, query: DiscoverQuery)
     `SELECT item_network, item_domain, item_locations FROM signals.items WHERE item_id = $1 AND lifecycle_status <> 'retired'`,
     [query.anchorItemId]);
   const anchor = rows[0];
-  if (!anchor) throw new AnchorError(404, 'anchor_not_found', `anchor_item_id ${query.anchorItemId} is not a known item`);
+  if (!anchor) throw new AnchorError(404, 'anchor_not_found', `Anchor item ${query.anchorItemId} is not a known item of network ${query.network}`);
   if (!interactionAllowed(network, { network: anchor.item_network, domain: anchor.item_domain }, { network: query.network, domain: query.domain.name })) {
-    throw new AnchorError(403, 'anchor_not_allowed', `the interaction matrix does not let ${anchor.item_domain} items discover ${query.domain.name} items`);
+    throw new AnchorError(403, 'interaction_not_allowed', `The interaction matrix does not let ${anchor.item_network}/${anchor.item_domain} items reach ${query.network}/${query.domain.name}`);
   }
   const first = anchor.item_locations[0];
   return { location: first ? { lat: first.lat, lng: first.lng } : undefined };
