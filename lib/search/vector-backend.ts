@@ -81,13 +81,14 @@ export function vectorSql(backend: VectorBackendName, version: ModelVersion, par
 }
 
 /**
- * Session settings for a pgvector search reaching `depth` rows (offset + limit): `ef_search` at
- * least `depth` (max 1000) and strict-order iterative scans, which keep reading the graph until
- * enough rows pass the filters (pgvector 0.8 "Iterative Index Scans"). Applied with `SET LOCAL`
- * semantics, so run them inside the query's transaction.
+ * Session settings for a pgvector search reaching `depth` rows (offset + limit): `ef_search` of
+ * twice the depth, at least 100 (pgvector's default of 40 misses close neighbours among the many
+ * near-identical texts of real facility lists), at most 1000; strict-order iterative scans, which
+ * keep reading the graph until enough rows pass the filters (pgvector 0.8 "Iterative Index Scans").
+ * Transaction-local: run them inside the query's transaction.
  */
 export function hnswSettings(depth: number): string[] {
-  const ef = Math.min(1000, Math.max(40, depth));
+  const ef = Math.min(1000, Math.max(100, 2 * depth));
   return [
     `SELECT set_config('hnsw.ef_search', '${ef}', true)`,
     `SELECT set_config('hnsw.iterative_scan', 'strict_order', true)`,
