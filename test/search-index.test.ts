@@ -28,7 +28,16 @@ interface IndexRow {
   embedded_at: string;
 }
 
-const facility = (state: Record<string, unknown> = {}, locations = [{ lat: 29.6574, lng: 76.5421 }]) => ({
+interface Facility {
+  item_network: string;
+  item_domain: string;
+  item_type: string;
+  item_id: string;
+  item_state: Record<string, unknown>;
+  item_locations: { lat: number; lng: number }[];
+}
+
+const facility = (state: Record<string, unknown> = {}, locations = [{ lat: 29.6574, lng: 76.5421 }]): Facility => ({
   item_network: 'local-discovery', item_domain: 'provider', item_type: 'facility', item_id: randomUUID(),
   item_state: { name: 'Veterinary Hospital Karora', category: 'Medical', district: 'Kaithal', state: 'Haryana', latitude: 29.6574, longitude: 76.5421, ...state },
   item_locations: locations,
@@ -57,7 +66,7 @@ async function indexRow(id: string): Promise<IndexRow | undefined> {
 const indexedAt = (id: string, updatedAt: string) =>
   until(async () => { const row = await indexRow(id); return row?.source_updated_at === updatedAt && row; }, `index of ${id} at ${updatedAt}`);
 
-async function put(item: ReturnType<typeof facility>) {
+async function put(item: Facility) {
   const res = await request(platform.url('signals')).put(`/api/v1/items/${item.item_id}`).set('x-api-key', signalsKey).send(item);
   expect(res.status, JSON.stringify(res.body)).toBeLessThan(300);
   return res.body.item as { updated_at: string; lifecycle_status: string };
