@@ -9,7 +9,7 @@
  *
  * Environment: BENCH_DATASET=medium (default: Haryana + Punjab, 19,118 rows) or large (six states,
  * 266,978 rows); BENCH_ITEMS (first N rows only); BENCH_RUNS (default 20).
- * Writes bench/results/discover-native.json.
+ * Writes bench/results/discover-native-<dataset>.json.
  */
 import { createReadStream, existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -34,7 +34,7 @@ const DATASETS = {
 const dataset = (process.env.BENCH_DATASET ?? 'medium') as keyof typeof DATASETS;
 const limit = Number(process.env.BENCH_ITEMS ?? Infinity);
 const runs = Number(process.env.BENCH_RUNS ?? 20);
-const RESULTS = path.join(repo, 'bench/results/discover-native.json');
+const RESULTS = path.join(repo, `bench/results/discover-native-${dataset}.json`);
 
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -46,6 +46,8 @@ async function freePort(): Promise<number> {
 }
 
 const clean = (v: string | undefined) => (v ?? '').replace(/\s+/g, ' ').trim();
+/** State names of the source spelt otherwise than in the network's enum. */
+const STATE_NAMES: Record<string, string> = { Tamilnadu: 'Tamil Nadu' };
 
 if (!DATASETS[dataset] || !existsSync(DATASETS[dataset])) {
   process.stderr.write(`No dataset ${dataset} at ${DATASETS[dataset]} (../shared must sit beside the repository)\n`);
@@ -80,7 +82,7 @@ try {
     const lng = Number(r.longitude);
     const state: Record<string, unknown> = {
       external_id: clean(r.facility_id), name: clean(r.name) || 'Unnamed facility', category: clean(r.category),
-      district: clean(r.district_name), state: clean(r.state_name), latitude: lat, longitude: lng,
+      district: clean(r.district_name), state: STATE_NAMES[clean(r.state_name)] ?? clean(r.state_name), latitude: lat, longitude: lng,
     };
     if (clean(r.habitation_name)) state.locality = clean(r.habitation_name);
     if (clean(r.block_name)) state.block = clean(r.block_name);
