@@ -3,10 +3,12 @@
  * the internal key (`x-api-key: ctx.internalApiKey`) and a timeout (SEARCH_TIMEOUT_MS), and ends
  * in one of three ways the callers map to their degraded answers (DESIGN.md "Shape"):
  * - the search service answered 2xx: its JSON body;
- * - `SearchUnavailableError`: timeout, connection refused/reset, a 5xx, 401 (our own key refused:
- *   a misconfiguration, not the caller's fault), 408 or 429, or a body that is not JSON;
- * - `SearchRejectedError`: any other 4xx, with the search service's shape-A body, for the caller
- *   to pass on as its own error.
+ * - `SearchUnavailableError`: timeout, connection refused/reset, a 5xx, a body that is not JSON, or
+ *   a 4xx that says the platform itself is at fault rather than the caller: 401 (our internal key
+ *   refused), 404 `not_found` (no such route: SEARCH_URL points elsewhere), 405, 413, 415, or an
+ *   overloaded service (408, 429);
+ * - `SearchRejectedError`: any other 4xx (e.g. 400, 403 interaction not allowed, 404 unknown
+ *   anchor), with the search service's shape-A body, for the caller to pass on as its own error.
  */
 import type { PlatformContext } from './context.ts';
 import type { ModelVersion } from './embeddings/index.ts';
@@ -28,7 +30,7 @@ export class SearchRejectedError extends Error {
   }
 }
 
-const UNAVAILABLE_4XX = new Set([401, 408, 429]);
+const UNAVAILABLE_4XX = new Set([401, 405, 408, 413, 415, 429]);
 
 /**
  * POSTs `body` as JSON to `path` of the search service and returns the parsed JSON answer.
@@ -57,10 +59,10 @@ export async function postToSearch<T>(ctx: PlatformContext, path: string, body: 
     throw new SearchUnavailableError(`search service answered ${response.status} without a JSON body`, 'bad_response', response.status);
   }
   if (response.ok) return json as T;
-  if (response.status >= 500 || UNAVAILABLE_4XX.has(response.status)) {
-    throw new SearchUnavailableError(`search service answered ${response.status}`, 'error_status', response.status);
-  }
   const code = typeof json?.error === 'string' ? json.error : 'search_rejected';
+  if (response.status >= 500 || UNAVAILABLE_4XX.has(response.status) || (response.status === 404 && code === 'not_found')) {
+    throw new SearchUnavailableError(`search service answered ${response.status} ${code}`, 'error_status', response.status);
+  }
   const message = typeof json?.message === 'string' ? json.message : `search service answered ${response.status}`;
   throw new SearchRejectedError(response.status, code, message);
 }

@@ -69,6 +69,7 @@ describe('discover when the search service fails', () => {
     ['200 without items', answer(200, JSON.stringify({ message: { meta: { total: 1 } } }))],
     ['401: our internal key is refused', answer(401, JSON.stringify({ error: 'invalid_api_key', message: 'Unknown or revoked API key' }))],
     ['429: overloaded', answer(429, JSON.stringify({ error: 'rate_limited', message: 'slow down' }))],
+    ['404 for the route: SEARCH_URL points at something else', answer(404, JSON.stringify({ error: 'not_found', message: 'No route for POST /v1/search' }))],
   ])('answers natively when the search service answers %s', async (_name, b) => {
     behaviour = b;
     const res = await discover({ filters: [{ field: 'category', values: ['Education'] }] });

@@ -3,9 +3,10 @@
  * items by text, filters, bounding box, distance, ordering point and anchor item.
  *
  * Asks the search service (timeout SEARCH_TIMEOUT_MS) and answers `source: signals_search`; when it
- * times out, refuses the connection or fails (5xx), answers from signals' own items with
- * `source: native_fallback, degraded: true`. A 4xx of the search service (e.g. an unknown anchor)
- * is the caller's problem and answered as discover's own error (shape A, same status and code).
+ * times out, refuses the connection or fails (5xx, or a 4xx that is the platform's own fault: see
+ * lib/search-client.ts), answers from signals' own items with `source: native_fallback,
+ * degraded: true`. Any other 4xx of the search service (e.g. an unknown anchor) is the caller's
+ * problem and answered as discover's own error (shape A, same status and code).
  */
 import { Router } from 'express';
 import { z } from 'zod';
