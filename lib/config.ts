@@ -75,7 +75,7 @@ export const configSchema = z.object({
 
   BULK_UPLOAD_MAX_BYTES: byteSize.default(200 * 1000 * 1000),
   /** Rows per bulk-upload chunk: the unit processed (and redone after a crash) in one transaction. */
-  BULK_UPLOAD_CHUNK_ROWS: positiveInt.max(50_000).default(2000),
+  BULK_UPLOAD_CHUNK_ROWS: positiveInt.max(50_000).default(5000),
   ORG_HIERARCHY_ENABLED: bool.default(false),
 
   /** Embeddings: `auto` uses transformers when the model loads, else the built-in hashing provider. */

@@ -89,15 +89,21 @@ export interface NewParticipant {
   participantId: string;
   participant: CoercedParticipant;
   keys: ParticipantKeys;
+  /**
+   * Set when the participant is stored in the transaction that pushes it to signals: the status
+   * signals is expected to answer (its go-live rules, `goLiveStatus`); the push's actual answer is
+   * recorded with `recordLifecycle` before the transaction commits. Unset: not pushed yet.
+   */
+  lifecycleStatus?: LifecycleStatus;
   bulkUploadId?: string;
   rowNumber?: number;
 }
 
 /**
  * Inserts `participants` of one aggregator and domain in one statement, inside the caller's
- * transaction: identity fields encrypted with `pii`, the rest of the profile as JSON. A row whose
- * phone, e-mail or external id is taken meanwhile (the unique indexes are the final guard) is left
- * out. Not yet pushed: `lifecycle_status` and `pushed_at` stay NULL (see `markPushed`).
+ * transaction: identity fields encrypted with `pii`, the rest of the profile as JSON, `pushed_at`
+ * now when a lifecycle status is given. A row whose phone, e-mail or external id is taken
+ * meanwhile (the unique indexes are the final guard) is left out.
  * @returns the ids actually inserted.
  */
 export async function insertParticipants(
@@ -109,7 +115,7 @@ export async function insertParticipants(
   if (participants.length === 0) return new Set();
   const identityFields = new Set(scope.domain.fields.filter((f) => f.identity).map((f) => f.name));
   const enc = (v: string | undefined) => (v === undefined ? null : pii.encrypt(v));
-  const rows = participants.map(({ participantId, participant: p, keys, bulkUploadId, rowNumber }) => ({
+  const rows = participants.map(({ participantId, participant: p, keys, lifecycleStatus, bulkUploadId, rowNumber }) => ({
     participant_id: participantId,
     name_encrypted: enc(p.identity.name),
     phone_encrypted: enc(p.identity.phone),
@@ -119,26 +125,31 @@ export async function insertParticipants(
     external_id: keys.externalId ?? null,
     profile: Object.fromEntries(Object.entries(p.profile).filter(([k]) => !identityFields.has(k))),
     locations: p.locations,
+    lifecycle_status: lifecycleStatus ?? null,
     bulk_upload_id: bulkUploadId ?? null,
     row_number: rowNumber ?? null,
   }));
   const { rows: inserted } = await client.query<{ participant_id: string }>(
     `INSERT INTO aggregator.participants (participant_id, aggregator_id, org_id, domain, item_type, name_encrypted,
-       phone_encrypted, email_encrypted, phone_index, email_index, external_id, profile, locations, bulk_upload_id, row_number)
+       phone_encrypted, email_encrypted, phone_index, email_index, external_id, profile, locations, lifecycle_status,
+       pushed_at, bulk_upload_id, row_number)
      SELECT x.participant_id, $2, $3, $4, $5, x.name_encrypted, x.phone_encrypted, x.email_encrypted,
             decode(x.phone_index, 'hex'), decode(x.email_index, 'hex'), x.external_id, x.profile, x.locations,
-            x.bulk_upload_id, x.row_number
+            x.lifecycle_status, CASE WHEN x.lifecycle_status IS NOT NULL THEN now() END, x.bulk_upload_id, x.row_number
        FROM json_to_recordset($1::json) AS x(participant_id uuid, name_encrypted text, phone_encrypted text,
          email_encrypted text, phone_index text, email_index text, external_id text, profile jsonb, locations jsonb,
-         bulk_upload_id uuid, row_number integer)
+         lifecycle_status text, bulk_upload_id uuid, row_number integer)
      ON CONFLICT DO NOTHING
      RETURNING participant_id`,
     [JSON.stringify(rows), scope.aggregatorId, scope.orgId, scope.domain.name, scope.domain.itemType]);
   return new Set(inserted.map((r) => r.participant_id));
 }
 
-/** Records signals' answer to the push of these participants (lifecycle status, pushed now). */
-export async function markPushed(client: PoolClient, pushed: { participantId: string; lifecycleStatus: LifecycleStatus }[]): Promise<void> {
+/**
+ * Records the lifecycle status signals answered for pushed participants (e.g. an item paused in
+ * signals keeps `paused` when pushed again), marking them pushed now.
+ */
+export async function recordLifecycle(client: PoolClient, pushed: { participantId: string; lifecycleStatus: LifecycleStatus }[]): Promise<void> {
   if (pushed.length === 0) return;
   await client.query(
     `UPDATE aggregator.participants p SET lifecycle_status = x.status, pushed_at = now(), updated_at = now()

@@ -3,7 +3,13 @@
  * header row to the participant schema and stages the data rows in chunks of
  * BULK_UPLOAD_CHUNK_ROWS consecutive rows (aggregator.bulk_upload_chunks, one JSON value per
  * chunk: few, large writes). Then it records the header, total_rows and the chunk count and
- * enqueues the first chunk; each chunk enqueues the next one (tasks/bulk-upload-chunk.ts).
+ * enqueues one `bulk-upload-chunk` job per chunk.
+ *
+ * Repetitions within the file are settled here, in file order, so that the chunks are independent
+ * and may run in parallel: a row that passes coercion and repeats the phone, e-mail or external id
+ * of an earlier row that passed is staged with those earlier rows, and will be skipped. (A row
+ * that fails coercion claims nothing: a later row with its phone may pass.) The keys are held in
+ * memory while the file is read (about 100 bytes per distinct key).
  *
  * The whole file is read before any row is onboarded: a file-level problem (unreadable file,
  * header that does not match, malformed CSV mid-file) fails the job with the reason and nothing
@@ -12,16 +18,30 @@
 import type { Task } from 'graphile-worker';
 import { withReportColumnsIgnored } from '../lib/bulk/error-report.ts';
 import { matchHeaders } from '../lib/bulk/header-match.ts';
+import { createRowCoercer } from '../lib/bulk/row-coercion.ts';
 import { openTable, TableFormatError, type Table } from '../lib/bulk/table.ts';
 import {
   CHUNK_TASK, failBulkUpload, FINISH_TASK, loadBulkUpload, type ChunkPayload, type UploadPayload,
 } from '../lib/bulk/upload-jobs.ts';
 import type { PlatformContext } from '../lib/context.ts';
 import { withTransaction } from '../lib/db.ts';
-import { enqueue } from '../lib/jobs.ts';
+import { enqueue, enqueueMany } from '../lib/jobs.ts';
+import type { Domain } from '../lib/network.ts';
 
-/** A staged row: [spreadsheet row number, cells]. */
-export type StagedRow = [number, string[]];
+/** A field and the earlier row of the file that has the same value in it. */
+export type Repeat = [field: string, rowNumber: number];
+
+/** A staged row: spreadsheet row number, cells, and the earlier rows it repeats (if any). */
+export type StagedRow = [rowNumber: number, cells: string[], repeats?: Repeat[]];
+
+/** The duplicate keys of a domain's participants, by field name. */
+export function keyFields(domain: Domain): { phone?: string; email?: string; externalId?: string } {
+  return {
+    phone: domain.fields.find((f) => f.identity === 'phone')?.name,
+    email: domain.fields.find((f) => f.identity === 'email')?.name,
+    externalId: domain.fields.find((f) => f.externalId)?.name,
+  };
+}
 
 export function bulkUploadStage(ctx: PlatformContext): Task {
   return async (payload, helpers) => {
@@ -37,6 +57,9 @@ export function bulkUploadStage(ctx: PlatformContext): Task {
     await ctx.pool.query('DELETE FROM aggregator.bulk_upload_chunks WHERE upload_id = $1', [uploadId]);
 
     const chunkRows = ctx.config.BULK_UPLOAD_CHUNK_ROWS;
+    const fields = keyFields(domain);
+    // Key value → the first row (that passed coercion) holding it.
+    const firstRows = { phone: new Map<string, number>(), email: new Map<string, number>(), externalId: new Map<string, number>() };
     let chunks = 0;
     let total = 0;
     let table: Table | undefined;
@@ -54,12 +77,26 @@ export function bulkUploadStage(ctx: PlatformContext): Task {
     try {
       table = await openTable(() => ctx.storage.get(job.file_object_key), job.file_format);
       const fieldNames = new Set(domain.fields.map((f) => f.name));
-      matchHeaders(domain, table.headers, withReportColumnsIgnored(table.headers, job.column_map, fieldNames));
+      const coerce = createRowCoercer(ctx.network, domain,
+        matchHeaders(domain, table.headers, withReportColumnsIgnored(table.headers, job.column_map, fieldNames)));
       let rows: StagedRow[] = [];
       // Blank rows never reach here (lib/bulk/table.ts skips them).
       for await (const row of table.rows) {
-        rows.push([row.rowNumber, row.values]);
         total++;
+        const outcome = coerce(row.values);
+        let repeats: Repeat[] | undefined;
+        if (outcome.ok) {
+          const { identity, externalId } = outcome.participant;
+          const keys: [keyof typeof firstRows, string | undefined, string | undefined][] = [
+            ['phone', fields.phone, identity.phone], ['email', fields.email, identity.email], ['externalId', fields.externalId, externalId],
+          ];
+          for (const [kind, field, value] of keys) {
+            const first = value === undefined ? undefined : firstRows[kind].get(value);
+            if (first !== undefined) (repeats ??= []).push([field!, first]);
+          }
+          if (!repeats) for (const [kind, , value] of keys) if (value !== undefined) firstRows[kind].set(value, row.rowNumber);
+        }
+        rows.push(repeats ? [row.rowNumber, row.values, repeats] : [row.rowNumber, row.values]);
         if (rows.length === chunkRows) {
           await write(rows);
           rows = [];
@@ -84,11 +121,13 @@ export function bulkUploadStage(ctx: PlatformContext): Task {
           WHERE upload_id = $1 AND status = 'running' AND staged_at IS NULL`,
         [uploadId, table!.headers, table!.encoding ?? null, table!.sheet ?? null, total, chunks]);
       if (!rowCount) return;
-      if (chunks > 0) {
-        await enqueue(client, { task: CHUNK_TASK, payload: { upload_id: uploadId, chunk_index: 0 } satisfies ChunkPayload, jobKey: `${CHUNK_TASK}:${uploadId}:0` });
-      } else {
+      if (chunks === 0) {
         await enqueue(client, { task: FINISH_TASK, payload: { upload_id: uploadId } satisfies UploadPayload, jobKey: `${FINISH_TASK}:${uploadId}` });
+        return;
       }
+      await enqueueMany(client, Array.from({ length: chunks }, (_, index) => ({
+        task: CHUNK_TASK, payload: { upload_id: uploadId, chunk_index: index } satisfies ChunkPayload, jobKey: `${CHUNK_TASK}:${uploadId}:${index}`,
+      })));
     });
   };
 }

@@ -1,0 +1,311 @@
+/**
+ * Bulk onboarding benchmark (`npm run bench:bulk`): the 266,978-row PMGSY facility file (in
+ * `../shared/data`) onboarded as providers through the HTTP API, end to end, on a fresh embedded
+ * database with its own DATA_DIR and ports.
+ *
+ * - The signals and aggregator services run in this process; the worker runs alone as
+ *   `ldp worker` in a child process, so that its peak RSS (VmHWM) is its own. A fresh worker per run.
+ * - Rows/s end to end: from the start of the upload request to the job's `completed_at`
+ *   (upload, staging, coercion, encryption, participant inserts, signals pushes).
+ * - The floor: PostgreSQL's own `COPY` of the same file into a plain table (server-side COPY).
+ * - XLSX: the same file converted by LibreOffice (`soffice --headless`), when installed.
+ *
+ * Environment: BENCH_ROWS (first N records only, for a quick run), BENCH_XLSX=0 (skip the XLSX
+ * run), BENCH_WORKER_CONCURRENCY (default WORKER_CONCURRENCY), BULK_UPLOAD_CHUNK_ROWS, BENCH_CPU_PROF=dir (CPU profile of the worker). Prints the figures and writes bench/results/bulk-upload.json.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { createReadStream, createWriteStream, existsSync, openAsBlob } from 'node:fs';
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { parse } from 'csv-parse';
+import { stringify } from 'csv-stringify';
+import { createAggregator } from '../lib/aggregators.ts';
+import type { BulkUploadJson } from '../lib/bulk/upload-jobs.ts';
+import { loadConfig } from '../lib/config.ts';
+import { withTransaction } from '../lib/db.ts';
+import { startEmbeddedPostgres } from '../lib/embedded-postgres.ts';
+import { createLogger } from '../lib/logger.ts';
+import { startPlatform, type PlatformHandle } from '../bin/platform.ts';
+
+const run = promisify(execFile);
+const repo = fileURLToPath(new URL('..', import.meta.url));
+const SOURCE = path.resolve(repo, '../shared/data/pmgsy-rural-facilities/pmgsy_facilities_south_west_india.csv');
+const COLUMN_MAP = path.join(repo, 'fixtures/column-maps/pmgsy-facilities.json');
+const RESULTS = path.join(repo, 'bench/results/bulk-upload.json');
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    }).on('error', reject);
+  });
+}
+
+/** Writes the first `limit` records of the source (quoted newlines kept) to `target`. */
+async function firstRecords(limit: number, target: string): Promise<void> {
+  let n = 0;
+  const records = async function* () {
+    for await (const record of createReadStream(SOURCE).pipe(parse({ relax_column_count: true })) as AsyncIterable<string[]>) {
+      if (n++ > limit) return;
+      yield record;
+    }
+  };
+  await pipeline(Readable.from(records()), stringify({ record_delimiter: 'windows' }), createWriteStream(target));
+}
+
+const CLOCK_TICKS = 100; // USER_HZ on Linux
+
+/** CPU seconds of a process: its own, and of its children it has waited for (/proc/PID/stat). */
+async function cpuSeconds(pid: number): Promise<{ own: number; children: number }> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
+  if (!stat) return { own: 0, children: 0 };
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // After the command name: state(0) ppid(1) … utime(11) stime(12) cutime(13) cstime(14).
+  return { own: (Number(f[11]) + Number(f[12])) / CLOCK_TICKS, children: (Number(f[13]) + Number(f[14])) / CLOCK_TICKS };
+}
+
+/** CPU seconds used by the PostgreSQL server so far: the postmaster, its live and its ended backends. */
+async function postgresCpuSeconds(clusterDir: string): Promise<number> {
+  const postmaster = Number((await readFile(path.join(clusterDir, 'postmaster.pid'), 'utf8')).split('\n')[0]);
+  const { own, children } = await cpuSeconds(postmaster);
+  let live = 0;
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
+    if (stat && Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === postmaster) live += (await cpuSeconds(Number(entry))).own;
+  }
+  return own + children + live;
+}
+
+/** Resident set size now (VmRSS) and at its peak so far (VmHWM) of a live process, in MB. */
+async function rssMb(pid: number): Promise<{ now: number; peak: number }> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const kb = (name: string) => Number(new RegExp(`${name}:\\s+(\\d+) kB`).exec(status)![1]);
+  return { now: kb('VmRSS') / 1024, peak: kb('VmHWM') / 1024 };
+}
+
+function startWorker(env: NodeJS.ProcessEnv): ChildProcess {
+  // BENCH_CPU_PROF=dir: a V8 CPU profile of the worker (node --cpu-prof), for finding hot spots.
+  const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+  const child = spawn(process.execPath, [...prof, path.join(repo, 'bin/ldp.js'), 'worker'], { cwd: repo, env, stdio: ['ignore', 'ignore', 'inherit'] });
+  child.on('exit', (code, signal) => {
+    if (code !== 0 && signal !== 'SIGTERM') process.stderr.write(`worker exited with ${code ?? signal}\n`);
+  });
+  return child;
+}
+
+async function stopWorker(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+interface RunResult {
+  file: string;
+  format: string;
+  rows: number;
+  bytes: number;
+  upload_seconds: number;
+  /** Start to staged (file read, header matched, rows staged in chunks). */
+  staging_seconds: number;
+  /** Staged to completed (chunks coerced, stored, pushed; error report). */
+  onboarding_seconds: number;
+  end_to_end_seconds: number;
+  rows_per_second: number;
+  /** The worker's VmHWM when the job completed. */
+  worker_peak_rss_mb: number;
+  /** Largest VmRSS seen while polling the job (every 200 ms). */
+  worker_rss_sampled_max_mb: number;
+  /** CPU used during the run by the worker, the services (this process) and PostgreSQL: what the run costs, whatever the load. */
+  cpu_seconds: { worker: number; services: number; postgres: number; total: number };
+  job: Pick<BulkUploadJson, 'status' | 'status_reason' | 'total_rows' | 'passed' | 'failed' | 'skipped'>;
+  accounted: boolean;
+}
+
+/** Uploads `file` through HTTP as a fresh aggregator, starts it and waits for it, with a fresh worker. */
+async function onboard(platform: PlatformHandle, workerEnv: NodeJS.ProcessEnv, clusterDir: string, file: string, label: string): Promise<RunResult> {
+  const { ctx } = platform;
+  const agg = await withTransaction(ctx.pool, (client) => createAggregator(client, ctx.network, { name: `Bench ${label} ${Date.now()}`, types: ['provider'] }));
+  const token = await ctx.tokens.issue({
+    sub: `bench:${agg.aggregator_id}`, aggregator_id: agg.aggregator_id, org_id: agg.org_id, aggregator_type: agg.types, roles: ['operator'],
+  }, 3600);
+  const base = ctx.urls.aggregator;
+  const auth = { authorization: `Bearer ${token}` };
+  const worker = startWorker(workerEnv);
+  try {
+    // Measure from a running worker, not from its start-up.
+    for (let waited = 0; ; waited += 100) {
+      const { rowCount } = await ctx.pool.query('SELECT 1 FROM platform.worker_heartbeats WHERE pid = $1', [worker.pid]);
+      if (rowCount) break;
+      if (waited > 60_000) throw new Error('the worker did not start within a minute');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const form = new FormData();
+    form.set('participant_type', 'provider');
+    form.set('column_map', await readFile(COLUMN_MAP, 'utf8'));
+    form.set('file', await openAsBlob(file), path.basename(file));
+    const started = Date.now();
+    const cpuBefore = { services: process.cpuUsage(), postgres: await postgresCpuSeconds(clusterDir), worker: (await cpuSeconds(worker.pid!)).own };
+    const created = await fetch(`${base}/v1/bulk-uploads`, { method: 'POST', headers: auth, body: form });
+    if (created.status !== 201) throw new Error(`upload answered ${created.status}: ${await created.text()}`);
+    const uploadSeconds = (Date.now() - started) / 1000;
+    const { upload_id: id } = await created.json() as BulkUploadJson;
+    const start = await fetch(`${base}/v1/bulk-uploads/${id}/start`, {
+      method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ attestation: true }),
+    });
+    if (start.status !== 200) throw new Error(`start answered ${start.status}: ${await start.text()}`);
+    let job: BulkUploadJson;
+    let lastReport = 0;
+    let rssSampled = 0;
+    for (;;) {
+      const rssNow = (await rssMb(worker.pid!)).now;
+      rssSampled = Math.max(rssSampled, rssNow);
+      job = await (await fetch(`${base}/v1/bulk-uploads/${id}`, { headers: auth })).json() as BulkUploadJson;
+      if (job.status === 'completed' || job.status === 'failed') break;
+      if (Date.now() - lastReport > Number(process.env.BENCH_REPORT_MS ?? 5000)) {
+        lastReport = Date.now();
+        process.stderr.write(`  ${label}: ${job.status}, ${job.passed + job.failed + job.skipped}/${job.total_rows ?? '?'} rows after ${((Date.now() - started) / 1000).toFixed(0)} s, worker RSS ${Math.round(rssNow)} MB\n`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    // VmHWM also covers the worker's start (migrations, imports) and anything it did after the job.
+    const rss = (await rssMb(worker.pid!)).peak;
+    const services = process.cpuUsage(cpuBefore.services);
+    const cpu = {
+      worker: (await cpuSeconds(worker.pid!)).own - cpuBefore.worker,
+      services: (services.user + services.system) / 1e6,
+      postgres: (await postgresCpuSeconds(clusterDir)) - cpuBefore.postgres,
+    };
+    const { rows: [phases] } = await ctx.pool.query<{ staging: number; onboarding: number }>(
+      `SELECT extract(epoch FROM staged_at - started_at)::float8 AS staging, extract(epoch FROM completed_at - staged_at)::float8 AS onboarding
+         FROM aggregator.bulk_uploads WHERE upload_id = $1`, [id]);
+    const seconds = (Date.parse(job.completed_at!) - started) / 1000;
+    const rows = job.total_rows ?? 0;
+    return {
+      file: path.basename(file), format: job.file_format, rows, bytes: (await stat(file)).size,
+      upload_seconds: uploadSeconds, staging_seconds: Number(phases.staging.toFixed(2)), onboarding_seconds: Number(phases.onboarding.toFixed(2)),
+      end_to_end_seconds: seconds, rows_per_second: Math.round(rows / seconds),
+      worker_peak_rss_mb: Math.round(rss), worker_rss_sampled_max_mb: Math.round(rssSampled),
+      cpu_seconds: {
+        worker: Number(cpu.worker.toFixed(1)), services: Number(cpu.services.toFixed(1)), postgres: Number(cpu.postgres.toFixed(1)),
+        total: Number((cpu.worker + cpu.services + cpu.postgres).toFixed(1)),
+      },
+      accounted: job.passed + job.failed + job.skipped === rows,
+      job: { status: job.status, status_reason: job.status_reason, total_rows: job.total_rows, passed: job.passed, failed: job.failed, skipped: job.skipped },
+    };
+  } finally {
+    await stopWorker(worker);
+  }
+}
+
+/** Server-side COPY of `file` into a plain table: the floor of any onboarding. */
+async function copyFloor(platform: PlatformHandle, file: string): Promise<{ seconds: number; rows: number }> {
+  const { pool } = platform.ctx;
+  await pool.query(`CREATE TABLE public.bench_copy_floor (facility_id text, name text, category text, habitation_id text, habitation_name text,
+    block_id text, block_name text, district_id text, district_name text, state_id text, state_name text, latitude text, longitude text)`);
+  const started = process.hrtime.bigint();
+  const { rowCount } = await pool.query(`COPY public.bench_copy_floor FROM '${file.replaceAll("'", "''")}' WITH (FORMAT csv, HEADER true)`);
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  await pool.query('DROP TABLE public.bench_copy_floor');
+  return { seconds, rows: rowCount ?? 0 };
+}
+
+async function soffice(): Promise<string | null> {
+  for (const bin of ['soffice', 'libreoffice']) {
+    try {
+      await run('which', [bin]);
+      return bin;
+    } catch { /* not installed */ }
+  }
+  return null;
+}
+
+async function main(): Promise<void> {
+  if (!existsSync(SOURCE)) {
+    process.stderr.write(`bench:bulk needs ${SOURCE} (the shared PMGSY data next to the repository)\n`);
+    process.exit(2);
+  }
+  const limit = process.env.BENCH_ROWS ? Number(process.env.BENCH_ROWS) : undefined;
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'ldp-bench-bulk-'));
+  // The embedded server (running as the postgres user when root) must reach the files it COPYs.
+  await import('node:fs/promises').then((fs) => fs.chmod(dataDir, 0o755));
+  let file = SOURCE;
+  if (limit) {
+    file = path.join(dataDir, `first-${limit}.csv`);
+    await firstRecords(limit, file);
+  }
+  const loadStart = os.loadavg();
+  const pgPort = await freePort();
+  const db = await startEmbeddedPostgres({ dataDir, port: pgPort });
+  const env = {
+    LOG_LEVEL: 'warn', DATA_DIR: dataDir, DATABASE_URL: db.url, HOST: '127.0.0.1',
+    SIGNALS_PORT: String(await freePort()), AGGREGATOR_PORT: String(await freePort()), SEARCH_PORT: String(await freePort()),
+    EMBEDDED_POSTGRES_PORT: String(pgPort),
+    // Search indexing (enqueued by signals for every pushed item) runs in the same worker once a
+    // slot is free; the built-in provider keeps it offline and light (no model download).
+    EMBEDDING_PROVIDER: process.env.EMBEDDING_PROVIDER ?? 'hashing',
+  };
+  const config = loadConfig({ ...process.env, ...env });
+  if (process.env.BENCH_LOG_MS) {
+    const c = new (await import('pg')).default.Client({ connectionString: db.url });
+    await c.connect(); await c.query(`ALTER SYSTEM SET log_min_duration_statement = ${Number(process.env.BENCH_LOG_MS)}`); await c.query('SELECT pg_reload_conf()'); await c.end();
+  }
+  const platform = await startPlatform(config, createLogger('warn'), db.url, { services: ['signals', 'aggregator'], worker: false });
+  const workerEnv = {
+    ...process.env, ...env,
+    SIGNALS_URL: platform.ctx.urls.signals, AGGREGATOR_PUBLIC_URL: platform.ctx.urls.aggregator,
+    WORKER_CONCURRENCY: process.env.BENCH_WORKER_CONCURRENCY ?? String(config.WORKER_CONCURRENCY),
+  };
+  const results: Record<string, unknown> = {
+    measured_at: new Date().toISOString(), machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, memory_gb: Math.round(os.totalmem() / 1e9) },
+    load_average_at_start: loadStart.map((l) => Number(l.toFixed(2))), chunk_rows: config.BULK_UPLOAD_CHUNK_ROWS,
+    worker_concurrency: Number(workerEnv.WORKER_CONCURRENCY), source: path.relative(repo, file),
+  };
+  try {
+    process.stderr.write(`CSV run: ${file}\n`);
+    const csvRun = await onboard(platform, workerEnv, db.dataDir, file, 'csv');
+    const floor = await copyFloor(platform, file);
+    results.csv = csvRun;
+    results.copy_floor = { seconds: Number(floor.seconds.toFixed(2)), rows: floor.rows, rows_per_second: Math.round(floor.rows / floor.seconds) };
+    results.ratio_to_copy_floor = Number((csvRun.end_to_end_seconds / floor.seconds).toFixed(1));
+
+    const office = await soffice();
+    if (process.env.BENCH_XLSX === '0') {
+      results.xlsx = { skipped: 'BENCH_XLSX=0' };
+    } else if (!office) {
+      results.xlsx = { skipped: 'LibreOffice (soffice) is not installed; apt-get install libreoffice-calc to run the XLSX benchmark' };
+    } else {
+      process.stderr.write('converting to XLSX with LibreOffice…\n');
+      const convertStart = Date.now();
+      const outDir = path.join(dataDir, 'xlsx');
+      await mkdir(outDir, { recursive: true });
+      await run(office, ['--headless', `-env:UserInstallation=file://${path.join(dataDir, 'lo-profile')}`, '--convert-to', 'xlsx', '--outdir', outDir, file], { timeout: 30 * 60_000 });
+      const xlsx = path.join(outDir, `${path.basename(file, '.csv')}.xlsx`);
+      const convertSeconds = (Date.now() - convertStart) / 1000;
+      process.stderr.write(`XLSX run: ${xlsx}\n`);
+      results.xlsx = { ...await onboard(platform, workerEnv, db.dataDir, xlsx, 'xlsx'), libreoffice_conversion_seconds: Math.round(convertSeconds) };
+    }
+  } finally {
+    results.load_average_at_end = os.loadavg().map((l) => Number(l.toFixed(2)));
+    await platform.stop();
+    await db.stop();
+    if (!process.env.BENCH_KEEP) await rm(dataDir, { recursive: true, force: true }); else process.stderr.write(`kept ${dataDir}\n`);
+  }
+  await mkdir(path.dirname(RESULTS), { recursive: true });
+  await writeFile(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
+  process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
+  const csvRun = results.csv as RunResult;
+  process.stdout.write(`\nCSV: ${csvRun.rows} rows in ${csvRun.end_to_end_seconds.toFixed(1)} s = ${csvRun.rows_per_second} rows/s end to end `
+    + `(target ≥ 5000), worker peak RSS ${csvRun.worker_peak_rss_mb} MB (target ≤ 512); COPY floor ${(results.copy_floor as { seconds: number }).seconds} s, `
+    + `ratio ${results.ratio_to_copy_floor}×; written to ${path.relative(repo, RESULTS)}\n`);
+}
+
+await main();
