@@ -11,9 +11,9 @@
  * The score is the weighted mean of the components that had data; `confidence` (0..1) is the share
  * of the total weight whose data was there.
  */
-import type { GeoPoint } from './discover/query.ts';
 import { formatModelVersion, type ModelVersion } from './embeddings/index.ts';
 import type { Domain } from './network.ts';
+import { EARTH_RADIUS_M, type GeoPoint } from './search/geo.ts';
 import type { IndexEntry } from './search-client.ts';
 
 /** Version of this scoring scheme (weights, scales, wording); change it whenever scores change. */
@@ -74,11 +74,11 @@ export function cosineSimilarity(a: number[], b: number[]): number {
   return na && nb ? dot / Math.sqrt(na * nb) : 0;
 }
 
-/** Haversine distance in metres on the mean Earth radius (6,371,008.8 m), as in the SQL functions. */
+/** Haversine distance in metres on the mean Earth radius (EARTH_RADIUS_M), as in the SQL functions. */
 export function distanceMeters(a: GeoPoint, b: GeoPoint): number {
   const rad = (d: number) => (d * Math.PI) / 180;
   const h = Math.sin(rad(b.lat - a.lat) / 2) ** 2 + Math.cos(rad(a.lat)) * Math.cos(rad(b.lat)) * Math.sin(rad(b.lng - a.lng) / 2) ** 2;
-  return 2 * 6371008.8 * Math.asin(Math.min(1, Math.sqrt(h)));
+  return 2 * EARTH_RADIUS_M * Math.asin(Math.min(1, Math.sqrt(h)));
 }
 
 /** The band of `score` under `bands` (least score of each band). */

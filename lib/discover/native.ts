@@ -20,10 +20,9 @@
 import { withTransaction, type Pool, type Queryable } from '../db.ts';
 import { RECORD_COLUMNS } from '../items.ts';
 import { interactionAllowed, type Network } from '../network.ts';
+import { boundingBox } from '../search/geo.ts';
 import type { DiscoverItem, DiscoverPage, DiscoverQuery, DiscoverSort, GeoPoint } from './query.ts';
 
-/** Metres per degree of latitude on the sphere of signals.distance_meters. */
-const METERS_PER_DEGREE = (2 * Math.PI * 6371008.8) / 360;
 /** At most this many words of `q` are matched (the first ones). */
 export const MAX_TEXT_WORDS = 10;
 /**
@@ -94,20 +93,9 @@ async function matchWords(db: Queryable, words: string[]): Promise<WordMatch[]> 
   }));
 }
 
-/** A box around `point` containing every point within `meters` of it, or null near a pole or the antimeridian. */
-function boxAround(point: GeoPoint, meters: number): [number, number, number, number] | null {
-  const dLat = (meters / METERS_PER_DEGREE) * 1.001;
-  const minLat = point.lat - dLat;
-  const maxLat = point.lat + dLat;
-  if (minLat <= -90 || maxLat >= 90) return null;
-  const dLng = dLat / Math.cos((Math.max(Math.abs(minLat), Math.abs(maxLat)) * Math.PI) / 180);
-  if (point.lng - dLng < -180 || point.lng + dLng > 180) return null;
-  return [minLat, maxLat, point.lng - dLng, point.lng + dLng];
-}
-
 /**
  * SQL for the distance in metres from `point` (placeholders) to an item's nearest location: the
- * inlined haversine for the usual single location, the set-returning function otherwise.
+ * inlined haversine for the usual single location, signals.nearest_location_meters otherwise.
  */
 function distanceSql(lat: string, lng: string): string {
   return `CASE WHEN jsonb_array_length(item_locations) = 1
@@ -168,8 +156,8 @@ async function nativeQuery(db: Queryable, network: Network, query: DiscoverQuery
       `signals.any_location_within(item_locations, ${a}, ${b}, ${c}, ${d})`);
   }
   if (query.point && query.distanceMeters !== undefined) {
-    const box = boxAround(query.point, query.distanceMeters);
-    if (box) where.push(`signals.locations_box(item_locations) && box(point(${p(box[2])}, ${p(box[0])}), point(${p(box[3])}, ${p(box[1])}))`);
+    const box = boundingBox(query.point, query.distanceMeters);
+    where.push(`signals.locations_box(item_locations) && box(point(${p(box.minLng)}, ${p(box.minLat)}), point(${p(box.maxLng)}, ${p(box.maxLat)}))`);
     where.push(`${distanceSql(`${p(query.point.lat)}::float8`, `${p(query.point.lng)}::float8`)} <= ${p(query.distanceMeters)}`);
   }
 

@@ -3,16 +3,14 @@
  * take — the search service (lib/discover/search-path.ts) and signals' native query
  * (lib/discover/native.ts) — and the page they answer.
  */
-import type { Domain, FieldInfo } from '../network.ts';
 import type { ItemRecord } from '../items.ts';
+import type { Domain, FieldInfo } from '../network.ts';
+import type { GeoPoint } from '../search/geo.ts';
 
 export const DISCOVER_SORTS = ['relevance', 'newest', 'nearest'] as const;
 export type DiscoverSort = (typeof DISCOVER_SORTS)[number];
 
-export interface GeoPoint {
-  lat: number;
-  lng: number;
-}
+export type { GeoPoint };
 
 /** One filter: the item's `field` has one of `values` (for an array field: contains any of them). */
 export interface DiscoverFilter {
