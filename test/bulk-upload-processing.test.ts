@@ -229,7 +229,8 @@ describe('encodings, quoting and XLSX', () => {
     const grid = workbook.getWorksheet('Participants')!;
     const columns = (grid.getRow(1).values as string[]).slice(1);
     [1, 2].forEach((i) => {
-      grid.getRow(1 + i).values = columns.map((h) => ({ name: `Grid Seeker ${i}`, phone: `90000004${i}0`, state: 'Kerala', skills: 'nursing assistant|cooking', age: 30 + i, willing_to_relocate: 'yes' } as Record<string, unknown>)[h] ?? null);
+      const values: Record<string, ExcelJS.CellValue> = { name: `Grid Seeker ${i}`, phone: `90000004${i}0`, state: 'Kerala', skills: 'nursing assistant|cooking', age: 30 + i, willing_to_relocate: 'yes' };
+      grid.getRow(1 + i).values = columns.map((h) => values[h] ?? null);
     });
     const fromXlsx = await onboard(platform, agg.token, { file: Buffer.from(await workbook.xlsx.writeBuffer()), filename: 'template.xlsx' });
     expect(fromXlsx).toMatchObject({ status: 'completed', file_format: 'xlsx', sheet: 'Participants', total_rows: 2, passed: 2, failed: 0, skipped: 0 });
