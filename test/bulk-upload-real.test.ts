@@ -84,7 +84,7 @@ describe.skipIf(!existsSync(MEDIUM) || !existsSync(LARGE))('real PMGSY facility 
     const job = await onboard(platform, agg.token, { participantType: 'provider', file: csv(header, rows), filename: 'large-slice.csv', columnMap });
     expect(job).toMatchObject({ status: 'completed', total_rows: rows.length, passed: rows.length - 4, failed: 4, skipped: 0 });
 
-    const report = parseSync((await errorReport(platform, agg.token, job.upload_id)).body, { columns: true }) as Record<string, string>[];
+    const report = parseSync((await errorReport(platform, agg.token, job.upload_id)).body, { columns: true, bom: true }) as Record<string, string>[];
     expect(report.map((r) => r.facility_id).sort()).toEqual([...usa].sort());
     expect(report.every((r) => r.error_fields === 'latitude; longitude' && /latitude must be between 6 and 37.5/.test(r.error_messages))).toBe(true);
     const items = await itemsOf(platform, agg.aggregatorId);

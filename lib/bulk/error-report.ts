@@ -17,7 +17,8 @@ import type { FieldError } from './row-coercion.ts';
 /** Columns the report adds before the file's own columns. */
 export const REPORT_COLUMNS = ['row_number', 'outcome', 'error_fields', 'error_messages'] as const;
 
-const FORMULA_START = /^[=+\-@\t\r]/;
+// Also the full-width forms some spreadsheets (Apple Numbers) treat alike, as csv-stringify's escape_formulas.
+const FORMULA_START = /^[=+\-@\t\r\uFF1D\uFF0B\uFF0D\uFF20]/;
 const PLAIN_NUMBER = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
 
 /** `value` made safe to open in a spreadsheet (see the module comment). */
@@ -46,7 +47,7 @@ interface ReportRow {
 const PAGE_ROWS = 5000;
 
 /**
- * Streams the report of upload `uploadId` as CSV (UTF-8, RFC 4180 quoting, CRLF), reading its
+ * Streams the report of upload `uploadId` as CSV (UTF-8 with a BOM, RFC 4180 quoting, CRLF), reading its
  * failed and skipped rows from aggregator.bulk_upload_rows page by page in row order — never the
  * whole report in memory. Rows longer than the header row keep their extra cells at the end.
  */
@@ -67,7 +68,8 @@ export function errorReportStream(db: Queryable, uploadId: string, headers: stri
       after = rows[rows.length - 1].row_number;
     }
   }
-  const csv = stringify({ record_delimiter: 'windows' });
+  // A BOM, so that Excel opens the report as UTF-8 (as the CSV template).
+  const csv = stringify({ record_delimiter: 'windows', bom: true });
   // pipeline destroys `csv` with any error of the query, so whoever reads the report sees it.
   pipeline(Readable.from(records()), csv).catch(() => {});
   return csv;
