@@ -41,8 +41,30 @@ export function contentHash(text: string): string {
   return createHash('sha256').update(text).digest('hex');
 }
 
-/** A vector component rounded to 8 decimals: below float4 precision at these magnitudes, half the JSON. */
-const round8 = (x: number) => Math.round(x * 1e8) / 1e8;
+/**
+ * `vectors` concatenated as one PostgreSQL `real[]` in the binary wire format (array_send: header,
+ * one dimension, then each element as length 4 + big-endian float4). node-postgres sends a Buffer
+ * parameter in binary, so the server reads the floats without parsing text (about 4x faster than a
+ * JSON or text array here); each row takes its slice.
+ */
+function binaryRealArray(vectors: Float32Array[]): Buffer {
+  const count = vectors.reduce((n, v) => n + v.length, 0);
+  const buf = Buffer.allocUnsafe(20 + count * 8);
+  buf.writeInt32BE(1, 0); // dimensions
+  buf.writeInt32BE(0, 4); // no nulls
+  buf.writeInt32BE(700, 8); // element type: float4
+  buf.writeInt32BE(count, 12);
+  buf.writeInt32BE(1, 16); // lower bound
+  let offset = 20;
+  for (const v of vectors) {
+    for (let i = 0; i < v.length; i++) {
+      buf.writeInt32BE(4, offset);
+      buf.writeFloatBE(v[i], offset + 4);
+      offset += 8;
+    }
+  }
+  return buf;
+}
 
 /** The newest snapshot per item id. */
 function newestPerItem(items: ItemRecord[]): ItemRecord[] {
@@ -126,8 +148,8 @@ export async function indexSnapshots(
            model_id, model_quantization, model_dimensions, embedding)
          SELECT d.item_id, d.item_network, d.item_domain, d.item_type, d.item_state, d.item_locations, d.item_instance_url,
            d.item_schema_url, d.created_by, d.created_at, d.source_updated_at, d.lifecycle_status, d.search_text, d.content_hash,
-           $2, $3, $4, d.embedding
-           FROM jsonb_to_recordset($1::jsonb) AS d(${recordColumns}, embedding real[])
+           $2, $3, $4, ($5::real[])[d.n * $4 + 1 : (d.n + 1) * $4]
+           FROM json_to_recordset($1::json) AS d(${recordColumns}, n integer)
           WHERE NOT EXISTS (SELECT 1 FROM search.retired_items r WHERE r.item_id = d.item_id)
          ON CONFLICT (item_id) DO UPDATE SET
            item_network = EXCLUDED.item_network, item_domain = EXCLUDED.item_domain, item_type = EXCLUDED.item_type,
@@ -139,8 +161,8 @@ export async function indexSnapshots(
            embedding = EXCLUDED.embedding, indexed_at = now(), embedded_at = now()
          WHERE i.source_updated_at <= EXCLUDED.source_updated_at
          RETURNING item_id`,
-        [JSON.stringify(toEmbed.map((p) => ({ ...record(p), embedding: Array.from(vectorOf.get(p.text)!, round8) }))),
-          version.model_id, version.quantization, version.dimensions],
+        [JSON.stringify(toEmbed.map((p, n) => ({ ...record(p), n }))), version.model_id, version.quantization, version.dimensions,
+          binaryRealArray(toEmbed.map((p) => vectorOf.get(p.text)!))],
       );
       written.push(...rows.map((r) => r.item_id));
     }
@@ -151,7 +173,7 @@ export async function indexSnapshots(
            item_state = d.item_state, item_locations = d.item_locations, item_instance_url = d.item_instance_url,
            item_schema_url = d.item_schema_url, created_by = d.created_by, created_at = d.created_at,
            source_updated_at = d.source_updated_at, lifecycle_status = d.lifecycle_status, indexed_at = now()
-           FROM jsonb_to_recordset($1::jsonb) AS d(${recordColumns})
+           FROM json_to_recordset($1::json) AS d(${recordColumns})
           WHERE i.item_id = d.item_id AND i.source_updated_at <= d.source_updated_at AND i.content_hash = d.content_hash
             AND i.model_id = $2 AND i.model_quantization = $3 AND i.model_dimensions = $4
             AND (i.item_state, i.item_locations, i.item_instance_url, i.item_schema_url, i.created_by, i.created_at,
