@@ -39,7 +39,10 @@ async function reconcileFeed(ctx: PlatformContext, provider: EmbeddingProvider, 
     const url = new URL('/api/v1/items', ctx.urls.signals);
     url.searchParams.set('limit', String(batch));
     if (readFrom) url.searchParams.set('after', readFrom);
-    const res = await fetch(url, { headers: { 'x-api-key': ctx.internalApiKey }, signal: AbortSignal.timeout(FEED_TIMEOUT_MS) });
+    const res = await fetch(url, { headers: { 'x-api-key': ctx.internalApiKey }, signal: AbortSignal.timeout(FEED_TIMEOUT_MS) }).catch((err) => {
+      const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+      throw new Error(`signals change feed ${url.origin} unreachable: ${cause?.code ?? cause?.message ?? (err as Error).message}`);
+    });
     if (!res.ok) throw new Error(`signals change feed answered ${res.status}: ${(await res.text()).slice(0, 300)}`);
     const page = feedSchema.parse(await res.json());
     if (page.items.length) {

@@ -26,7 +26,7 @@ import { interactionAllowed, type Network } from '../network.ts';
 import { filterSql, resolveFilter, type ResolvedFilter } from './filters.ts';
 import { boundingBox, fromCoordinates, type GeoPoint } from './geo.ts';
 import { DEFAULT_LIMIT, DEFAULT_VERSION, SearchError, type SearchBody, type SortOrder } from './request.ts';
-import { hnswSettings, sameModelSql, vectorSql, type SqlRunner, type VectorBackendName } from './vector-backend.ts';
+import { hnswSettings, sameModelSql, vectorSql, type SqlRunner, type VectorBackendName, type VectorSql } from './vector-backend.ts';
 
 /** Everything a search needs; built once per process (lib/search/engine.ts) or per test. */
 export interface SearchEngine {
@@ -57,7 +57,6 @@ const RESULT_COLUMNS = `i.item_network, i.item_domain, i.item_type, i.item_id::t
   to_char(i.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at,
   to_char(i.source_updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS updated_at,
   i.lifecycle_status`;
-const NEWEST = 'i.created_at DESC, i.item_id DESC';
 
 interface Anchor {
   id: string;
@@ -146,11 +145,11 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
     const sort = sortApplied(intent.sort, ranking !== undefined, centre !== undefined);
     const distanceFrom = sort === 'nearest' ? centre : spatial[0]?.point;
 
-    // Each parameter is added where the SQL first uses it: the count must reference all of its own.
+    // Each parameter is added where the SQL first uses it: a count must reference all of its own.
     const params: unknown[] = [];
     const p = (value: unknown) => `$${params.push(value)}`;
     let modelParams: { id: string; quantization: string } | undefined;
-    const model = () => (modelParams ??= { id: p(provider.version.model_id), quantization: p(provider.version.quantization) });
+    const sameModel = () => sameModelSql('i', provider.version, (modelParams ??= { id: p(provider.version.model_id), quantization: p(provider.version.quantization) }));
     const where = [
       `i.item_network = ${p(context.networkId)}`, `i.item_domain = ${p(context.domain)}`, `i.item_type = ${p(context.itemType)}`,
       `i.lifecycle_status = 'live'`,
@@ -163,44 +162,72 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
         AND point(l.lng, l.lat) <@ box(point(${p(box.minLng)}, ${p(box.minLat)}), point(${p(box.maxLng)}, ${p(box.maxLat)}))
         AND search.distance_m(${p(s.point.lat)}, ${p(s.point.lng)}, l.lat, l.lng) <= ${p(s.meters)})`);
     }
-    if (textVector) {
-      const words = terms.map((t) => `strpos(lower(i.search_text), ${p(t)}) > 0`).join(' AND ');
-      const text = vectorSql(backend, provider.version, p(Array.from(textVector)));
-      // CASE, not AND: a vector of another dimension count must never reach the similarity.
-      where.push(`((${words}) OR CASE WHEN ${sameModelSql('i', provider.version, model())}
-        THEN ${text.similarity('i')} >= ${p(provider.textThreshold)} ELSE false END)`);
-    }
     // Relevance ranks only vectors comparable with the ranking vector.
-    if (ranking && sort === 'relevance') where.push(sameModelSql('i', provider.version, model()));
-    const whereSql = where.join('\n  AND ');
-    const countParams = [...params];
+    if (ranking && sort === 'relevance') where.push(sameModel());
 
-    const select = [RESULT_COLUMNS];
-    const rank = ranking ? vectorSql(backend, provider.version, p(ranking)) : undefined;
-    if (rank) {
-      select.push(sort === 'relevance' ? `${rank.similarity('i')} AS score`
-        : `CASE WHEN ${sameModelSql('i', provider.version, model())} THEN ${rank.similarity('i')} END AS score`);
+    // Text narrowing: every word contained, or the similarity to the text reaches the threshold.
+    // The similarity is NULL for vectors of another model version (CASE, not AND: a vector of
+    // another dimension count must never reach it).
+    let textVectorSql: VectorSql | undefined;
+    let textSim: string | undefined;
+    let narrowing = (_a: string, _sim: string) => 'true';
+    if (textVector) {
+      textVectorSql = vectorSql(backend, provider.version, p(Array.from(textVector)));
+      textSim = `CASE WHEN ${sameModel()} THEN ${textVectorSql.similarity('i')} END`;
+      const words = terms.map((t) => p(t));
+      const threshold = p(provider.textThreshold);
+      narrowing = (a, sim) => `((${words.map((w) => `strpos(lower(${a}.search_text), ${w}) > 0`).join(' AND ')}) OR ${sim} >= ${threshold})`;
     }
-    if (distanceFrom) {
-      select.push(`(SELECT min(search.distance_m(${p(distanceFrom.lat)}, ${p(distanceFrom.lng)}, l.lat, l.lng))
-        FROM search.item_locations l WHERE l.item_id = i.item_id) AS "distanceMeters"`);
-    }
+    const narrowingParams = [...params];
+    // The ranking vector: the anchor's, else the text's (whose SQL is already there).
+    const textRanks = ranking !== undefined && !anchor?.vector;
+    const rankVectorSql = textRanks ? textVectorSql : ranking ? vectorSql(backend, provider.version, p(ranking)) : undefined;
+    const score = !rankVectorSql ? undefined : textRanks ? textSim
+      : sort === 'relevance' ? rankVectorSql.similarity('i') : `CASE WHEN ${sameModel()} THEN ${rankVectorSql.similarity('i')} END`;
+    const distance = distanceFrom ? `(SELECT min(search.distance_m(${p(distanceFrom.lat)}, ${p(distanceFrom.lng)}, l.lat, l.lng))
+        FROM search.item_locations l WHERE l.item_id = i.item_id)` : undefined;
+    const rankingParams = [...params];
     const page = `LIMIT ${p(limit)} OFFSET ${p(offset)}`;
-    const pageSql = (order: string) => `SELECT ${select.join(', ')} FROM search.items i WHERE ${whereSql} ORDER BY ${order} ${page}`;
-    const exactOrder = sort === 'relevance' ? `score DESC, ${NEWEST}` : sort === 'nearest' ? `"distanceMeters" ASC NULLS LAST, ${NEWEST}` : NEWEST;
+    /** The order applied: `k` prefixes the row's columns, `c` the computed score and dist. */
+    const order = (k: string, c: string) => (sort === 'relevance' ? `${c}score DESC, ${k}created_at DESC, ${k}item_id DESC`
+      : sort === 'nearest' ? `${c}dist ASC NULLS LAST, ${k}created_at DESC, ${k}item_id DESC` : `${k}created_at DESC, ${k}item_id DESC`);
+    const whereSql = where.join('\n  AND ');
 
-    const { rows: [{ total }] } = await db.query<{ total: number }>(`SELECT count(*)::int AS total FROM search.items i WHERE ${whereSql}`, countParams);
-    const expected = Math.max(0, Math.min(limit, total - offset));
-    let rows: (SearchItem & { score?: number | null; distanceMeters?: number | null })[] = [];
-    if (expected > 0) {
-      if (sort === 'relevance' && rank?.indexOrder) {
-        // pgvector: the HNSW index serves ORDER BY distance alone; should it return fewer rows than
-        // the exact count promises (iterative scan limits), the page is read again by exact sort.
+    let total: number;
+    let ranked: { item_id: string; score: number | null; dist: number | null }[] = [];
+    if (backend === 'exact') {
+      // One pass over the rows: each similarity computed once per row (the OFFSET 0 fence keeps
+      // the subquery's columns from being inlined into every use), the count over the same rows.
+      const inner = `SELECT i.item_id, i.created_at${textSim ? ', i.search_text' : ''}, ${textSim ?? 'NULL::float8'} AS text_sim,
+          ${score && !textRanks ? score : 'NULL::float8'} AS score, ${distance ?? 'NULL::float8'} AS dist
+        FROM search.items i WHERE ${whereSql} OFFSET 0`;
+      const from = `FROM (${inner}) s WHERE ${narrowing('s', 's.text_sim')}`;
+      const { rows } = await db.query<{ item_id: string; score: number | null; dist: number | null; total: number }>(
+        `SELECT s.item_id, s.created_at, ${textRanks ? 's.text_sim' : 's.score'} AS score, s.dist, count(*) OVER ()::int AS total
+           ${from} ORDER BY ${order('s.', '')} ${page}`, params);
+      ranked = rows;
+      total = rows[0]?.total ?? (await db.query<{ total: number }>(`SELECT count(*)::int AS total ${from}`, rankingParams)).rows[0].total;
+    } else {
+      const narrowed = `FROM search.items i WHERE ${whereSql} AND ${narrowing('i', textSim ?? 'NULL::float8')}`;
+      total = (await db.query<{ total: number }>(`SELECT count(*)::int AS total ${narrowed}`, narrowingParams)).rows[0].total;
+      const expected = Math.max(0, Math.min(limit, total - offset));
+      const pageSql = (orderBy: string) => `SELECT i.item_id, ${score ?? 'NULL::float8'} AS score, ${distance ?? 'NULL::float8'} AS dist
+        ${narrowed} ORDER BY ${orderBy} ${page}`;
+      if (expected > 0 && sort === 'relevance') {
+        // The HNSW index serves ORDER BY distance alone; should it return fewer rows than the
+        // exact count promises (iterative scan limits), the page is read again by exact sort.
         for (const setting of hnswSettings(offset + limit)) await db.query(setting);
-        rows = (await db.query(pageSql(rank.indexOrder('i')), params)).rows;
+        ranked = (await db.query(pageSql(rankVectorSql!.indexOrder!('i')), params)).rows;
       }
-      if (rows.length < expected) rows = (await db.query(pageSql(exactOrder), params)).rows;
+      if (ranked.length < expected) ranked = (await db.query(pageSql(order('i.', '')), params)).rows;
     }
+
+    // The page's records, in the ranked order.
+    const { rows: records } = ranked.length
+      ? await db.query<SearchItem>(`SELECT ${RESULT_COLUMNS} FROM search.items i WHERE i.item_id = ANY($1::uuid[])`, [ranked.map((r) => r.item_id)])
+      : { rows: [] };
+    const byId = new Map(records.map((r) => [r.item_id, r]));
+    const rows = ranked.map((r) => ({ ...byId.get(r.item_id)!, score: r.score, distanceMeters: r.dist }));
     const items = rows.map(({ score, distanceMeters, ...record }) => ({
       ...record,
       ...(score != null ? { score: Number(score) } : {}),
