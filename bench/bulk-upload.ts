@@ -11,7 +11,9 @@
  * - XLSX: the same file converted by LibreOffice (`soffice --headless`), when installed.
  *
  * Environment: BENCH_ROWS (first N records only, for a quick run), BENCH_XLSX=0 (skip the XLSX
- * run), BENCH_WORKER_CONCURRENCY (default WORKER_CONCURRENCY), BULK_UPLOAD_CHUNK_ROWS, BENCH_CPU_PROF=dir (CPU profile of the worker). Prints the figures and writes bench/results/bulk-upload.json.
+ * run), BENCH_WORKER_CONCURRENCY (default WORKER_CONCURRENCY), BULK_UPLOAD_CHUNK_ROWS,
+ * BENCH_CPU_PROF=dir (a CPU profile of the worker), BENCH_REPORT_MS (progress line interval).
+ * Prints the figures and writes bench/results/bulk-upload.json.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createReadStream, createWriteStream, existsSync, openAsBlob } from 'node:fs';
@@ -254,10 +256,6 @@ async function main(): Promise<void> {
     EMBEDDING_PROVIDER: process.env.EMBEDDING_PROVIDER ?? 'hashing',
   };
   const config = loadConfig({ ...process.env, ...env });
-  if (process.env.BENCH_LOG_MS) {
-    const c = new (await import('pg')).default.Client({ connectionString: db.url });
-    await c.connect(); await c.query(`ALTER SYSTEM SET log_min_duration_statement = ${Number(process.env.BENCH_LOG_MS)}`); await c.query('SELECT pg_reload_conf()'); await c.end();
-  }
   const platform = await startPlatform(config, createLogger('warn'), db.url, { services: ['signals', 'aggregator'], worker: false });
   const workerEnv = {
     ...process.env, ...env,
@@ -297,15 +295,17 @@ async function main(): Promise<void> {
     results.load_average_at_end = os.loadavg().map((l) => Number(l.toFixed(2)));
     await platform.stop();
     await db.stop();
-    if (!process.env.BENCH_KEEP) await rm(dataDir, { recursive: true, force: true }); else process.stderr.write(`kept ${dataDir}\n`);
+    await rm(dataDir, { recursive: true, force: true });
   }
-  await mkdir(path.dirname(RESULTS), { recursive: true });
-  await writeFile(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
+  // A reduced run (BENCH_ROWS) does not replace the full run's results.
+  const resultsFile = limit ? RESULTS.replace(/\.json$/, `-${limit}-rows.json.tmp`) : RESULTS;
+  await mkdir(path.dirname(resultsFile), { recursive: true });
+  await writeFile(resultsFile, `${JSON.stringify(results, null, 2)}\n`);
   process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
   const csvRun = results.csv as RunResult;
   process.stdout.write(`\nCSV: ${csvRun.rows} rows in ${csvRun.end_to_end_seconds.toFixed(1)} s = ${csvRun.rows_per_second} rows/s end to end `
     + `(target ≥ 5000), worker peak RSS ${csvRun.worker_peak_rss_mb} MB (target ≤ 512); COPY floor ${(results.copy_floor as { seconds: number }).seconds} s, `
-    + `ratio ${results.ratio_to_copy_floor}×; written to ${path.relative(repo, RESULTS)}\n`);
+    + `ratio ${results.ratio_to_copy_floor}×; written to ${path.relative(repo, resultsFile)}\n`);
 }
 
 await main();

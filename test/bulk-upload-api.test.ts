@@ -5,6 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
+import net from 'node:net';
 import path from 'node:path';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -97,6 +98,35 @@ describe('POST /v1/bulk-uploads', () => {
     expect(await storedObjects(platform)).toEqual(before);
     const json = await request(platform.url('aggregator')).post('/v1/bulk-uploads').set('authorization', `Bearer ${agg.token}`).send({ participant_type: 'seeker' });
     expect(json.status).toBe(415);
+  });
+
+  it('keeps nothing of an upload the client abandons halfway', async () => {
+    const owner = await platform.aggregator({ types: ['seeker'] });
+    const boundary = 'ldp-test-boundary';
+    const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="participant_type"\r\n\r\nseeker\r\n`
+      + `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.csv"\r\nContent-Type: text/csv\r\n\r\n`);
+    const part = Buffer.from(`name,phone,state\r\n${'Priya Sharma,9876543210,Haryana\r\n'.repeat(2000)}`);
+    const { port } = new URL(platform.url('aggregator'));
+    const socket = net.connect(Number(port), '127.0.0.1');
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.write(`POST /v1/bulk-uploads HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${owner.token}\r\n`
+      + `Content-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: ${head.length + part.length * 10}\r\n\r\n`);
+    socket.write(head);
+    socket.write(part);
+    // Wait until the server is writing the object, then hang up.
+    const writing = async () => (await readdir(path.join(platform.dataDir, 'objects'), { recursive: true }).catch(() => [])).some((f) => f.includes(owner.aggregatorId));
+    for (let i = 0; i < 200 && !(await writing()); i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(await writing()).toBe(true);
+    socket.destroy();
+    for (let i = 0; ; i++) {
+      const left = (await storedObjects(platform)).concat(
+        (await readdir(path.join(platform.dataDir, 'objects'), { recursive: true }).catch(() => [])).filter((f) => f.endsWith('.partial')));
+      if (!left.some((f) => f.includes(owner.aggregatorId))) break;
+      if (i > 100) throw new Error(`left behind: ${left.join(', ')}`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const { rows } = await platform.ctx.pool.query('SELECT 1 FROM aggregator.bulk_uploads WHERE aggregator_id = $1', [owner.aggregatorId]);
+    expect(rows).toHaveLength(0);
   });
 
   it('answers 403 for a participant type the aggregator type does not allow and for a viewer', async () => {
