@@ -52,6 +52,7 @@ interface Candidate extends NewParticipant {
   item: ItemInput;
 }
 
+/** The `bulk-upload-chunk` task (see the module comment); idempotent: a chunk marked done is left alone. */
 export function bulkUploadChunk(ctx: PlatformContext): Task {
   // Coercers are compiled once per upload (the last few uploads seen by this worker).
   const coercers = new Map<string, Coercer>();

@@ -9,6 +9,7 @@ import { errorReportStream } from '../lib/bulk/error-report.ts';
 import { errorReportObjectKey, loadBulkUpload, type UploadPayload } from '../lib/bulk/upload-jobs.ts';
 import type { PlatformContext } from '../lib/context.ts';
 
+/** The `bulk-upload-finish` task (see the module comment); idempotent: only a running job is completed. */
 export function bulkUploadFinish(ctx: PlatformContext): Task {
   return async (payload) => {
     const { upload_id: uploadId } = payload as UploadPayload;

@@ -43,6 +43,7 @@ export function keyFields(domain: Domain): { phone?: string; email?: string; ext
   };
 }
 
+/** The `bulk-upload-stage` task (see the module comment); idempotent: a staged job is left alone. */
 export function bulkUploadStage(ctx: PlatformContext): Task {
   return async (payload, helpers) => {
     const { upload_id: uploadId } = payload as UploadPayload;

@@ -26,7 +26,6 @@ import { assertDomainAllowed, callerOf, requireRole } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
 import { parse } from '../http/validation.ts';
 
-const HEAD_BYTES = FORMAT_SNIFF_BYTES;
 const MAX_COLUMN_MAP_BYTES = 64 * 1024;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -100,9 +99,9 @@ function receiveForm(req: IncomingMessage, storage: ObjectStorage, key: string, 
       const tap = new Transform({
         transform(chunk: Buffer, _enc, done) {
           file.size += chunk.length;
-          if (headLength < HEAD_BYTES) {
-            heads.push(chunk.subarray(0, HEAD_BYTES - headLength));
-            headLength += Math.min(chunk.length, HEAD_BYTES - headLength);
+          if (headLength < FORMAT_SNIFF_BYTES) {
+            heads.push(chunk.subarray(0, FORMAT_SNIFF_BYTES - headLength));
+            headLength += Math.min(chunk.length, FORMAT_SNIFF_BYTES - headLength);
           }
           done(null, chunk);
         },
@@ -146,6 +145,7 @@ function uuidParam(req: Request, next: NextFunction): string | undefined {
   return id.toLowerCase();
 }
 
+/** The bulk-upload routes (see the module comment), mounted under `/v1` after `bearerAuth`. */
 export function bulkUploadRoutes(ctx: PlatformContext): Router {
   const router = Router();
   const maxBytes = ctx.config.BULK_UPLOAD_MAX_BYTES;
@@ -185,13 +185,16 @@ export function bulkUploadRoutes(ctx: PlatformContext): Router {
       let columnMap: Record<string, string | null> | null = null;
       const rawMap = form.fields.get('column_map');
       if (rawMap !== undefined && rawMap.trim() !== '') {
+        const shape = 'must be a JSON object of at most 500 entries: file header → schema field name, or null to ignore the column';
         let json: unknown;
         try {
           json = JSON.parse(rawMap);
         } catch {
-          throw badField('column_map', 'must be a JSON object: file header → schema field name, or null to ignore the column');
+          throw badField('column_map', shape);
         }
-        columnMap = parse(columnMapSchema, json, 'column_map');
+        const parsed = columnMapSchema.safeParse(json);
+        if (!parsed.success) throw badField('column_map', shape);
+        columnMap = parsed.data;
         const fields = new Set(domain.fields.map((f) => f.name));
         const unknown = Object.entries(columnMap).filter(([, f]) => f !== null && !fields.has(f));
         if (unknown.length) {
