@@ -84,7 +84,9 @@ export async function createEmbeddingProvider(config: Config, logger: Logger): P
     log.info({ provider: 'transformers', model: formatModelVersion(model.version), ms: Date.now() - started }, 'embedding provider: transformers');
     return { name: 'transformers', textThreshold: threshold('transformers'), ...model };
   } catch (err) {
-    const reason = `${config.EMBEDDING_MODEL} did not load: ${(err as Error).message}`;
+    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+    const detail = cause?.code ?? cause?.message;
+    const reason = `${config.EMBEDDING_MODEL} did not load: ${(err as Error).message}${detail ? ` (${detail})` : ''}`;
     if (config.EMBEDDING_PROVIDER === 'transformers') throw new Error(`EMBEDDING_PROVIDER=transformers: ${reason}`);
     const provider = createHashingProvider(threshold('hashing'), reason);
     log.warn({ provider: 'hashing', model: formatModelVersion(provider.version), reason }, 'embedding provider: hashing, because the transformers model did not load');

@@ -13,7 +13,7 @@
 import { createHash } from 'node:crypto';
 import type { Pool } from '../db.ts';
 import { withTransaction } from '../db.ts';
-import type { EmbeddingProvider } from '../embeddings/index.ts';
+import type { EmbeddingProvider, ModelVersion } from '../embeddings/index.ts';
 import type { ItemRecord } from '../items.ts';
 import type { Logger } from '../logger.ts';
 import type { Network } from '../network.ts';
@@ -29,6 +29,9 @@ export interface IndexOutcome {
   /** Snapshots ignored: older than the index, of a retired item, unchanged, or of an unknown domain. */
   skipped: number;
 }
+
+/** Texts embedded per step: a step is written while the next one embeds. */
+const EMBED_CHUNK = 250;
 
 interface Prepared {
   item: ItemRecord;
@@ -78,7 +81,7 @@ function newestPerItem(items: ItemRecord[]): ItemRecord[] {
 
 /**
  * Applies `snapshots` (item records as stored at signals, with `updated_at` and
- * `lifecycle_status`) to the index, embedding with `provider` in one batch.
+ * `lifecycle_status`) to the index, embedding with `provider` in batches of EMBED_CHUNK texts.
  * Idempotent: applying the same snapshots again changes nothing.
  * @throws Error from the provider or the database (the caller's job is retried).
  */
@@ -123,33 +126,66 @@ export async function indexSnapshots(
     else toEmbed.push(p);
   }
 
-  // One embedding per distinct text.
-  const texts = [...new Set(toEmbed.map((p) => p.text))];
-  const vectors = texts.length ? await provider.embed(texts) : [];
-  const vectorOf = new Map(texts.map((t, i) => [t, vectors[i]]));
-  outcome.embedded = texts.length;
+  // Unchanged text: one write. Changed text: embedded in chunks, each chunk embedded while the
+  // previous one is written (its own transaction: every write is order-safe on its own).
+  if (toUpdate.length) await write(deps.pool, version, toUpdate, undefined, outcome);
+  let writing: Promise<void> = Promise.resolve();
+  for (let i = 0; i < toEmbed.length; i += EMBED_CHUNK) {
+    const chunk = toEmbed.slice(i, i + EMBED_CHUNK);
+    const texts = [...new Set(chunk.map((p) => p.text))];
+    const embedding = provider.embed(texts);
+    // A failed write must not be left unobserved while the next chunk embeds.
+    const [vectors] = await Promise.all([embedding, writing]);
+    outcome.embedded += texts.length;
+    const vectorOf = new Map(texts.map((t, n) => [t, vectors[n]]));
+    writing = write(deps.pool, version, chunk, vectorOf, outcome);
+  }
+  await writing;
+  if (retired.length) {
+    const data = JSON.stringify(retired.map((r) => ({ item_id: r.item_id, updated_at: r.updated_at })));
+    await withTransaction(deps.pool, async (client) => {
+      const { rowCount } = await client.query(
+        `DELETE FROM search.items WHERE item_id IN (SELECT item_id FROM jsonb_to_recordset($1::jsonb) AS d(item_id uuid))`, [data]);
+      await client.query(
+        `INSERT INTO search.retired_items AS r (item_id, source_updated_at)
+         SELECT item_id, updated_at FROM jsonb_to_recordset($1::jsonb) AS d(item_id uuid, updated_at timestamptz)
+         ON CONFLICT (item_id) DO UPDATE SET source_updated_at = greatest(r.source_updated_at, EXCLUDED.source_updated_at)`, [data]);
+      outcome.removed = rowCount ?? 0;
+    });
+  }
+  return outcome;
+}
 
-  const record = (p: Prepared) => ({
+const RECORD_COLUMNS = `item_id uuid, item_network text, item_domain text, item_type text, item_state jsonb, item_locations jsonb,
+  item_instance_url text, item_schema_url text, created_by text, created_at timestamptz, source_updated_at timestamptz,
+  lifecycle_status text, search_text text, content_hash text`;
+
+function record(p: Prepared) {
+  return {
     item_id: p.item.item_id, item_network: p.item.item_network, item_domain: p.item.item_domain, item_type: p.item.item_type,
     item_state: p.item.item_state, item_locations: p.item.item_locations ?? [], item_instance_url: p.item.item_instance_url ?? null,
     item_schema_url: p.item.item_schema_url ?? null, created_by: p.item.created_by ?? null, created_at: p.item.created_at,
     source_updated_at: p.item.updated_at, lifecycle_status: p.item.lifecycle_status, search_text: p.text, content_hash: p.hash,
-  });
-  const recordColumns = `item_id uuid, item_network text, item_domain text, item_type text, item_state jsonb, item_locations jsonb,
-    item_instance_url text, item_schema_url text, created_by text, created_at timestamptz, source_updated_at timestamptz,
-    lifecycle_status text, search_text text, content_hash text`;
+  };
+}
 
-  await withTransaction(deps.pool, async (client) => {
-    const written: string[] = [];
-    if (toEmbed.length) {
-      const { rows } = await client.query<{ item_id: string }>(
+/**
+ * Writes `items` in one transaction: with `vectorOf`, the whole row with its new embedding
+ * (inserted or replacing an older snapshot); without, everything but the embedding, for rows
+ * whose text and model version are unchanged (and only when something changed). Then the written
+ * rows' locations. Rows a newer snapshot already reached, or retired, are left alone.
+ */
+async function write(pool: Pool, version: ModelVersion, items: Prepared[], vectorOf: Map<string, Float32Array> | undefined, outcome: IndexOutcome): Promise<void> {
+  await withTransaction(pool, async (client) => {
+    const { rows } = vectorOf
+      ? await client.query<{ item_id: string }>(
         `INSERT INTO search.items AS i (item_id, item_network, item_domain, item_type, item_state, item_locations, item_instance_url,
            item_schema_url, created_by, created_at, source_updated_at, lifecycle_status, search_text, content_hash,
            model_id, model_quantization, model_dimensions, embedding)
          SELECT d.item_id, d.item_network, d.item_domain, d.item_type, d.item_state, d.item_locations, d.item_instance_url,
            d.item_schema_url, d.created_by, d.created_at, d.source_updated_at, d.lifecycle_status, d.search_text, d.content_hash,
            $2, $3, $4, ($5::real[])[d.n * $4 + 1 : (d.n + 1) * $4]
-           FROM json_to_recordset($1::json) AS d(${recordColumns}, n integer)
+           FROM json_to_recordset($1::json) AS d(${RECORD_COLUMNS}, n integer)
           WHERE NOT EXISTS (SELECT 1 FROM search.retired_items r WHERE r.item_id = d.item_id)
          ON CONFLICT (item_id) DO UPDATE SET
            item_network = EXCLUDED.item_network, item_domain = EXCLUDED.item_domain, item_type = EXCLUDED.item_type,
@@ -161,19 +197,14 @@ export async function indexSnapshots(
            embedding = EXCLUDED.embedding, indexed_at = now(), embedded_at = now()
          WHERE i.source_updated_at <= EXCLUDED.source_updated_at
          RETURNING item_id`,
-        [JSON.stringify(toEmbed.map((p, n) => ({ ...record(p), n }))), version.model_id, version.quantization, version.dimensions,
-          binaryRealArray(toEmbed.map((p) => vectorOf.get(p.text)!))],
-      );
-      written.push(...rows.map((r) => r.item_id));
-    }
-    if (toUpdate.length) {
-      // Same text and model: everything but the embedding, unless nothing changed at all.
-      const { rows } = await client.query<{ item_id: string }>(
+        [JSON.stringify(items.map((p, n) => ({ ...record(p), n }))), version.model_id, version.quantization, version.dimensions,
+          binaryRealArray(items.map((p) => vectorOf.get(p.text)!))])
+      : await client.query<{ item_id: string }>(
         `UPDATE search.items AS i SET
            item_state = d.item_state, item_locations = d.item_locations, item_instance_url = d.item_instance_url,
            item_schema_url = d.item_schema_url, created_by = d.created_by, created_at = d.created_at,
            source_updated_at = d.source_updated_at, lifecycle_status = d.lifecycle_status, indexed_at = now()
-           FROM json_to_recordset($1::json) AS d(${recordColumns})
+           FROM json_to_recordset($1::json) AS d(${RECORD_COLUMNS})
           WHERE i.item_id = d.item_id AND i.source_updated_at <= d.source_updated_at AND i.content_hash = d.content_hash
             AND i.model_id = $2 AND i.model_quantization = $3 AND i.model_dimensions = $4
             AND (i.item_state, i.item_locations, i.item_instance_url, i.item_schema_url, i.created_by, i.created_at,
@@ -181,35 +212,21 @@ export async function indexSnapshots(
                 IS DISTINCT FROM (d.item_state, d.item_locations, d.item_instance_url, d.item_schema_url, d.created_by, d.created_at,
                  d.source_updated_at, d.lifecycle_status)
          RETURNING i.item_id`,
-        [JSON.stringify(toUpdate.map(record)), version.model_id, version.quantization, version.dimensions],
-      );
-      written.push(...rows.map((r) => r.item_id));
-    }
-    outcome.written = written.length;
-    outcome.skipped += toEmbed.length + toUpdate.length - written.length;
-    if (written.length) {
-      // The written rows are locked until commit, so their locations cannot interleave with another job's.
-      await client.query('DELETE FROM search.item_locations WHERE item_id = ANY($1::uuid[])', [written]);
-      const ids = new Set(written);
-      const locations = prepared.filter((p) => ids.has(p.item.item_id))
-        .flatMap((p) => (p.item.item_locations ?? []).map((l, position) => ({ item_id: p.item.item_id, position, lat: l.lat, lng: l.lng })));
-      if (locations.length) {
-        await client.query(
-          `INSERT INTO search.item_locations (item_id, position, lat, lng)
-           SELECT item_id, position, lat, lng FROM jsonb_to_recordset($1::jsonb) AS l(item_id uuid, position integer, lat float8, lng float8)`,
-          [JSON.stringify(locations)]);
-      }
-    }
-    if (retired.length) {
-      const data = JSON.stringify(retired.map((r) => ({ item_id: r.item_id, updated_at: r.updated_at })));
-      const { rowCount } = await client.query(
-        `DELETE FROM search.items WHERE item_id IN (SELECT item_id FROM jsonb_to_recordset($1::jsonb) AS d(item_id uuid))`, [data]);
+        [JSON.stringify(items.map(record)), version.model_id, version.quantization, version.dimensions]);
+    outcome.written += rows.length;
+    outcome.skipped += items.length - rows.length;
+    if (!rows.length) return;
+    // The written rows are locked until commit, so their locations cannot interleave with another job's.
+    const written = rows.map((r) => r.item_id);
+    await client.query('DELETE FROM search.item_locations WHERE item_id = ANY($1::uuid[])', [written]);
+    const ids = new Set(written);
+    const locations = items.filter((p) => ids.has(p.item.item_id))
+      .flatMap((p) => (p.item.item_locations ?? []).map((l, position) => ({ item_id: p.item.item_id, position, lat: l.lat, lng: l.lng })));
+    if (locations.length) {
       await client.query(
-        `INSERT INTO search.retired_items AS r (item_id, source_updated_at)
-         SELECT item_id, updated_at FROM jsonb_to_recordset($1::jsonb) AS d(item_id uuid, updated_at timestamptz)
-         ON CONFLICT (item_id) DO UPDATE SET source_updated_at = greatest(r.source_updated_at, EXCLUDED.source_updated_at)`, [data]);
-      outcome.removed = rowCount ?? 0;
+        `INSERT INTO search.item_locations (item_id, position, lat, lng)
+         SELECT item_id, position, lat, lng FROM json_to_recordset($1::json) AS l(item_id uuid, position integer, lat float8, lng float8)`,
+        [JSON.stringify(locations)]);
     }
   });
-  return outcome;
 }
