@@ -227,12 +227,11 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
       ? await db.query<SearchItem>(`SELECT ${RESULT_COLUMNS} FROM search.items i WHERE i.item_id = ANY($1::uuid[])`, [ranked.map((r) => r.item_id)])
       : { rows: [] };
     const byId = new Map(records.map((r) => [r.item_id, r]));
-    const rows = ranked.map((r) => ({ ...byId.get(r.item_id)!, score: r.score, distanceMeters: r.dist }));
-    const items = rows.map(({ score, distanceMeters, ...record }) => ({
-      ...record,
-      ...(score != null ? { score: Number(score) } : {}),
-      ...(distanceMeters != null ? { distanceMeters: Number(distanceMeters) } : {}),
-    })) as SearchItem[];
+    const items: SearchItem[] = ranked.map((r) => ({
+      ...byId.get(r.item_id)!,
+      ...(r.score != null ? { score: Number(r.score) } : {}),
+      ...(r.dist != null ? { distanceMeters: Number(r.dist) } : {}),
+    }));
     return {
       context: { ...context, version: context.version ?? DEFAULT_VERSION },
       message: { items, meta: { total, limit, offset, sort_applied: sort } },
