@@ -50,6 +50,21 @@ describe('worker runner', () => {
     expect(await workerAlive(platform.ctx.pool)).toEqual({ alive: false, count: 0 });
   });
 
+  it('unlocks at start the jobs a crashed worker process held, instead of waiting hours for the lock to expire', async () => {
+    const ran: string[] = [];
+    const orphan: Task = async (payload) => { ran.push((payload as { n: string }).n); };
+    await enqueue(platform.ctx.pool, { task: 'orphan', payload: { n: 'held by a dead worker' } });
+    // A process that took the job, then died two minutes ago without a word.
+    await platform.ctx.pool.query(`UPDATE graphile_worker._private_jobs SET locked_by = 'worker-dead', locked_at = now() - interval '3 minutes', attempts = 1`);
+    await platform.ctx.pool.query(`INSERT INTO platform.worker_heartbeats (worker_id, hostname, pid, last_seen_at, job_worker_ids)
+      VALUES ('dead-process', 'gone', 1, now() - interval '3 minutes', '{worker-dead}')`);
+    const worker = await startWorker(platform.ctx, { taskList: { orphan } });
+    await expect.poll(() => ran, { timeout: 10_000 }).toEqual(['held by a dead worker']);
+    const { rows } = await platform.ctx.pool.query(`SELECT worker_id FROM platform.worker_heartbeats`);
+    expect(rows.map((r) => r.worker_id)).not.toContain('dead-process');
+    await worker.stop();
+  });
+
   it('fails a job still running after the shutdown bound, so that it is retried later', async () => {
     let started!: () => void;
     const running = new Promise<void>((resolve) => { started = resolve; });

@@ -28,6 +28,8 @@ export async function startWorker(ctx: PlatformContext, options: { concurrency?:
   const events: WorkerEvents = new EventEmitter();
   let workerPool: WorkerPool | undefined;
   events.on('pool:create', ({ workerPool: pool }) => { workerPool = pool; });
+  const jobWorkerIds: string[] = [];
+  events.on('worker:create', ({ worker }) => { jobWorkerIds.push(worker.workerId); });
   const shutdownTimeoutMs = ctx.config.SHUTDOWN_TIMEOUT_MS;
   const runner = await run({
     pgPool: ctx.pool,
@@ -48,7 +50,7 @@ export async function startWorker(ctx: PlatformContext, options: { concurrency?:
       },
     },
   });
-  const stopHeartbeat = await startHeartbeat(ctx.pool, `worker-${randomUUID()}`);
+  const stopHeartbeat = await startHeartbeat(ctx.pool, `worker-${randomUUID()}`, jobWorkerIds);
   let stopping: Promise<void> | undefined;
   return {
     runner,
