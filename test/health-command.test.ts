@@ -33,7 +33,7 @@ function serve(args: string[], env: Record<string, string>, lines: number): Prom
 }
 
 function stop(child: ChildProcess): Promise<number | null> {
-  if (child.exitCode !== null) return Promise.resolve(child.exitCode);
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
   return new Promise((resolve) => {
     child.once('exit', (code) => resolve(code));
     child.kill('SIGTERM');

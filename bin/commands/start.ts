@@ -25,6 +25,15 @@ export async function runPlatform(parts: PlatformParts, owner: boolean): Promise
   }
   const logger = createLogger(config.LOG_LEVEL);
   const started = Date.now();
+  // Listen for signals from the start: one arriving while we start up (a supervisor's SIGTERM
+  // right after launch) is answered by a clean stop once the parts are up, not by dying half-way.
+  let onSignal = (signal: string) => {
+    if (pending) process.exit(130);
+    pending = signal;
+  };
+  let pending: string | undefined;
+  process.on('SIGINT', () => onSignal('SIGINT'));
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
   const db = await openDatabase(config, logger, { owner });
   let platform;
   try {
@@ -59,8 +68,8 @@ export async function runPlatform(parts: PlatformParts, owner: boolean): Promise
       process.exit(1);
     }
   };
-  process.on('SIGINT', () => void shutdown('SIGINT'));
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  onSignal = (signal) => void shutdown(signal);
+  if (pending) void shutdown(pending);
 }
 
 /**
