@@ -10,7 +10,6 @@ import { z } from 'zod';
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().positive();
 const optionalString = z.string().min(1).optional();
-const bool = z.stringbool();
 
 /** Parses sizes such as `200mb`, `10MiB`, `1048576` into bytes. */
 const byteSize = z.string().transform((value, ctx) => {
@@ -24,7 +23,6 @@ const byteSize = z.string().transform((value, ctx) => {
 });
 
 export const configSchema = z.object({
-  NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   DATA_DIR: z.string().min(1).default('.data'),
   DATABASE_URL: z.url({ protocol: /^postgres(ql)?$/ }).optional(),
@@ -70,13 +68,10 @@ export const configSchema = z.object({
 
   SMTP_URL: z.url({ protocol: /^smtps?$/ }).optional(),
   MAIL_FROM: z.string().min(3).default('Local Discovery Platform <no-reply@localhost>'),
-  SUPPORT_EMAIL: z.email().optional(),
-  SUPPORT_CC_EMAIL: z.email().optional(),
 
   BULK_UPLOAD_MAX_BYTES: byteSize.default(200 * 1000 * 1000),
   /** Rows per bulk-upload chunk: the unit processed (and redone after a crash) in one transaction. */
   BULK_UPLOAD_CHUNK_ROWS: positiveInt.max(50_000).default(5000),
-  ORG_HIERARCHY_ENABLED: bool.default(false),
 
   /** Embeddings: `auto` uses transformers when the model loads, else the built-in hashing provider. */
   EMBEDDING_PROVIDER: z.enum(['auto', 'transformers', 'hashing']).default('auto'),

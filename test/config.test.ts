@@ -13,11 +13,11 @@ describe('configuration', () => {
     expect(serviceUrls(config)).toEqual({ signals: 'http://127.0.0.1:3001', search: 'http://127.0.0.1:3003', aggregator: 'http://127.0.0.1:3002' });
   });
 
-  it('parses sizes, booleans and numbers from strings, and treats empty strings as unset', () => {
-    const config = loadConfig({ BULK_UPLOAD_MAX_BYTES: '10MiB', HTTP_BODY_LIMIT: '2mb', ORG_HIERARCHY_ENABLED: 'true', SEARCH_PORT: '4000', DATABASE_URL: '' });
+  it('parses sizes and numbers from strings, and treats empty strings as unset', () => {
+    const config = loadConfig({ BULK_UPLOAD_MAX_BYTES: '10MiB', HTTP_BODY_LIMIT: '2mb', SEARCH_PORT: '4000', DATABASE_URL: '', MATCH_SCORE_BANDS: '80,60,40' });
     expect(config.BULK_UPLOAD_MAX_BYTES).toBe(10 * 1024 * 1024);
     expect(config.HTTP_BODY_LIMIT).toBe(2_000_000);
-    expect(config.ORG_HIERARCHY_ENABLED).toBe(true);
+    expect(config.MATCH_SCORE_BANDS).toEqual({ strong: 80, good: 60, fair: 40 });
     expect(config.SEARCH_PORT).toBe(4000);
     expect(config.DATABASE_URL).toBeUndefined();
   });
@@ -31,7 +31,8 @@ describe('configuration', () => {
     ['PII_KEY', Buffer.alloc(16).toString('base64')],
     ['NETWORK', '../etc'],
     ['SMTP_URL', 'http://mail'],
-    ['ORG_HIERARCHY_ENABLED', 'maybe'],
+    ['MATCH_SCORE_BANDS', '50,60,70'],
+    ['EMBEDDING_PROVIDER', 'openai'],
   ])('rejects %s=%s with an error naming the variable', (name, value) => {
     let error: unknown;
     try {

@@ -65,7 +65,7 @@ export async function startTestPlatform(options: { services?: ServiceName[]; wor
   const dataDir = await tempDir();
   const databaseUrl = await createTestDatabase();
   const config = loadConfig({
-    LOG_LEVEL: 'silent', NODE_ENV: 'test', DATA_DIR: dataDir, DATABASE_URL: databaseUrl,
+    LOG_LEVEL: 'silent', DATA_DIR: dataDir, DATABASE_URL: databaseUrl,
     SIGNALS_PORT: '0', AGGREGATOR_PORT: '0', SEARCH_PORT: '0', SHUTDOWN_TIMEOUT_MS: '5000',
     ...options.env,
   });
