@@ -34,7 +34,7 @@ export async function withPlatformContext<T>(fn: (ctx: PlatformContext) => Promi
       await migrate(ctx.pool);
       return await fn(ctx);
     } finally {
-      await ctx.pool.end();
+      await ctx.close();
     }
   } finally {
     await db.release();

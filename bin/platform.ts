@@ -38,7 +38,7 @@ export async function startPlatform(config: Config, logger: Logger, databaseUrl:
   const stop = async () => {
     await Promise.all(services.map((s) => s.close()));
     await worker?.stop();
-    await ctx.pool.end();
+    await ctx.close();
   };
   try {
     const applied = await migrate(ctx.pool);

@@ -33,6 +33,8 @@ export interface PlatformContext {
    * later calls return the same one. Rejects when EMBEDDING_PROVIDER=transformers cannot load.
    */
   embeddings(): Promise<EmbeddingProvider>;
+  /** Releases the embedding model (if one was loaded) and closes the pool. */
+  close(): Promise<void>;
 }
 
 /**
@@ -58,6 +60,10 @@ export async function createContext(config: Config, databaseUrl: string, logger:
       internalApiKey,
       urls: serviceUrls(config),
       embeddings: () => (embeddings ??= createEmbeddingProvider(config, logger)),
+      async close() {
+        await embeddings?.then((provider) => provider.dispose(), () => {});
+        await pool.end();
+      },
     };
   } catch (err) {
     await pool.end();

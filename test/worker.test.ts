@@ -44,6 +44,10 @@ describe('worker runner', () => {
     expect(await workerAlive(platform.ctx.pool)).toEqual({ alive: true, count: 1 });
     await enqueue(platform.ctx.pool, { task: 'slow', payload: {} });
     await running;
+    // The heartbeat names what the running job is locked by, so a crash recovery can unlock it.
+    const { rows: [link] } = await platform.ctx.pool.query(
+      `SELECT j.locked_by = ANY(h.job_worker_ids) AS linked FROM graphile_worker._private_jobs j, platform.worker_heartbeats h`);
+    expect(link.linked).toBe(true);
     await worker.stop(10_000);
     expect(finished).toBe(true);
     expect(await jobs('slow')).toEqual([]);

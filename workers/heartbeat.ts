@@ -12,7 +12,7 @@ const STALE_MS = 20_000;
 export const DEAD_MS = 120_000;
 
 /**
- * Starts beating for `workerId`, whose graphile-worker workers are `jobWorkerIds` (the `locked_by`
+ * Starts beating for `workerId`, whose graphile-worker pools are `jobWorkerIds` (the `locked_by`
  * of the jobs it runs), and releases the jobs of processes found dead, now and at every 12th beat.
  * @returns a function that stops and removes the heartbeat.
  */

@@ -27,9 +27,13 @@ export async function startWorker(ctx: PlatformContext, options: { concurrency?:
   // runner.kill() does nothing once a graceful stop has begun; keep the pool to force it ourselves.
   const events: WorkerEvents = new EventEmitter();
   let workerPool: WorkerPool | undefined;
-  events.on('pool:create', ({ workerPool: pool }) => { workerPool = pool; });
+  // Jobs are locked in the name of the worker pool (`locked_by`), so its id is what a crash recovery
+  // must unlock (workers/heartbeat.ts).
   const jobWorkerIds: string[] = [];
-  events.on('worker:create', ({ worker }) => { jobWorkerIds.push(worker.workerId); });
+  events.on('pool:create', ({ workerPool: pool }) => {
+    workerPool = pool;
+    jobWorkerIds.push(pool.id);
+  });
   const shutdownTimeoutMs = ctx.config.SHUTDOWN_TIMEOUT_MS;
   const runner = await run({
     pgPool: ctx.pool,

@@ -170,22 +170,42 @@ function record(p: Prepared) {
 }
 
 /**
- * Writes `items` in one transaction: with `vectorOf`, the whole row with its new embedding
- * (inserted or replacing an older snapshot); without, everything but the embedding, for rows
- * whose text and model version are unchanged (and only when something changed). Then the written
- * rows' locations. Rows a newer snapshot already reached, or retired, are left alone.
+ * The written rows' locations (`written` and `d` are CTEs of the same statement): each location
+ * upserted at its position, positions beyond the new list removed. Writing them in the statement
+ * that writes the rows keeps a chunk's write to one round trip, and the row lock taken by that
+ * statement keeps two jobs' locations of one item from interleaving.
+ */
+const LOCATIONS_SQL = `
+  located AS (
+    INSERT INTO search.item_locations AS l (item_id, position, lat, lng)
+    SELECT w.item_id, e.position - 1, (e.location ->> 'lat')::float8, (e.location ->> 'lng')::float8
+      FROM written w JOIN d ON d.item_id = w.item_id,
+           jsonb_array_elements(d.item_locations) WITH ORDINALITY AS e(location, position)
+    ON CONFLICT (item_id, position) DO UPDATE SET lat = EXCLUDED.lat, lng = EXCLUDED.lng),
+  trimmed AS (
+    DELETE FROM search.item_locations l USING written w JOIN d ON d.item_id = w.item_id
+     WHERE l.item_id = w.item_id AND l.position >= jsonb_array_length(d.item_locations))
+  SELECT count(*)::int AS written FROM written`;
+
+/**
+ * Writes `items` and their locations in one statement (one round trip: the process that embeds
+ * also drives the writes, and every round trip waits for its event loop): with `vectorOf`, the
+ * whole row with its new embedding (inserted or replacing an older snapshot); without, everything
+ * but the embedding, for rows whose text and model version are unchanged (and only when something
+ * changed). Rows a newer snapshot already reached, or retired, are left alone.
  */
 async function write(pool: Pool, version: ModelVersion, items: Prepared[], vectorOf: Map<string, Float32Array> | undefined, outcome: IndexOutcome): Promise<void> {
-  await withTransaction(pool, async (client) => {
-    const { rows } = vectorOf
-      ? await client.query<{ item_id: string }>(
-        `INSERT INTO search.items AS i (item_id, item_network, item_domain, item_type, item_state, item_locations, item_instance_url,
+  const { rows: [{ written }] } = vectorOf
+    ? await pool.query<{ written: number }>(
+      `WITH d AS (SELECT * FROM json_to_recordset($1::json) AS d(${RECORD_COLUMNS}, n integer)),
+       written AS (
+         INSERT INTO search.items AS i (item_id, item_network, item_domain, item_type, item_state, item_locations, item_instance_url,
            item_schema_url, created_by, created_at, source_updated_at, lifecycle_status, search_text, content_hash,
            model_id, model_quantization, model_dimensions, embedding)
          SELECT d.item_id, d.item_network, d.item_domain, d.item_type, d.item_state, d.item_locations, d.item_instance_url,
            d.item_schema_url, d.created_by, d.created_at, d.source_updated_at, d.lifecycle_status, d.search_text, d.content_hash,
            $2, $3, $4, ($5::real[])[d.n * $4 + 1 : (d.n + 1) * $4]
-           FROM json_to_recordset($1::json) AS d(${RECORD_COLUMNS}, n integer)
+           FROM d
           WHERE NOT EXISTS (SELECT 1 FROM search.retired_items r WHERE r.item_id = d.item_id)
          ON CONFLICT (item_id) DO UPDATE SET
            item_network = EXCLUDED.item_network, item_domain = EXCLUDED.item_domain, item_type = EXCLUDED.item_type,
@@ -196,37 +216,25 @@ async function write(pool: Pool, version: ModelVersion, items: Prepared[], vecto
            model_quantization = EXCLUDED.model_quantization, model_dimensions = EXCLUDED.model_dimensions,
            embedding = EXCLUDED.embedding, indexed_at = now(), embedded_at = now()
          WHERE i.source_updated_at <= EXCLUDED.source_updated_at
-         RETURNING item_id`,
-        [JSON.stringify(items.map((p, n) => ({ ...record(p), n }))), version.model_id, version.quantization, version.dimensions,
-          binaryRealArray(items.map((p) => vectorOf.get(p.text)!))])
-      : await client.query<{ item_id: string }>(
-        `UPDATE search.items AS i SET
+         RETURNING i.item_id),${LOCATIONS_SQL}`,
+      [JSON.stringify(items.map((p, n) => ({ ...record(p), n }))), version.model_id, version.quantization, version.dimensions,
+        binaryRealArray(items.map((p) => vectorOf.get(p.text)!))])
+    : await pool.query<{ written: number }>(
+      `WITH d AS (SELECT * FROM json_to_recordset($1::json) AS d(${RECORD_COLUMNS})),
+       written AS (
+         UPDATE search.items AS i SET
            item_state = d.item_state, item_locations = d.item_locations, item_instance_url = d.item_instance_url,
            item_schema_url = d.item_schema_url, created_by = d.created_by, created_at = d.created_at,
            source_updated_at = d.source_updated_at, lifecycle_status = d.lifecycle_status, indexed_at = now()
-           FROM json_to_recordset($1::json) AS d(${RECORD_COLUMNS})
+           FROM d
           WHERE i.item_id = d.item_id AND i.source_updated_at <= d.source_updated_at AND i.content_hash = d.content_hash
             AND i.model_id = $2 AND i.model_quantization = $3 AND i.model_dimensions = $4
             AND (i.item_state, i.item_locations, i.item_instance_url, i.item_schema_url, i.created_by, i.created_at,
                  i.source_updated_at, i.lifecycle_status)
                 IS DISTINCT FROM (d.item_state, d.item_locations, d.item_instance_url, d.item_schema_url, d.created_by, d.created_at,
                  d.source_updated_at, d.lifecycle_status)
-         RETURNING i.item_id`,
-        [JSON.stringify(items.map(record)), version.model_id, version.quantization, version.dimensions]);
-    outcome.written += rows.length;
-    outcome.skipped += items.length - rows.length;
-    if (!rows.length) return;
-    // The written rows are locked until commit, so their locations cannot interleave with another job's.
-    const written = rows.map((r) => r.item_id);
-    await client.query('DELETE FROM search.item_locations WHERE item_id = ANY($1::uuid[])', [written]);
-    const ids = new Set(written);
-    const locations = items.filter((p) => ids.has(p.item.item_id))
-      .flatMap((p) => (p.item.item_locations ?? []).map((l, position) => ({ item_id: p.item.item_id, position, lat: l.lat, lng: l.lng })));
-    if (locations.length) {
-      await client.query(
-        `INSERT INTO search.item_locations (item_id, position, lat, lng)
-         SELECT item_id, position, lat, lng FROM json_to_recordset($1::json) AS l(item_id uuid, position integer, lat float8, lng float8)`,
-        [JSON.stringify(locations)]);
-    }
-  });
+         RETURNING i.item_id),${LOCATIONS_SQL}`,
+      [JSON.stringify(items.map(record)), version.model_id, version.quantization, version.dimensions]);
+  outcome.written += written;
+  outcome.skipped += items.length - written;
 }
