@@ -30,7 +30,7 @@ export interface IndexOutcome {
   skipped: number;
 }
 
-/** Texts embedded per step: a step is written while the next one embeds. */
+/** Texts per embedding request: a chunk is written while the next ones embed. */
 const EMBED_CHUNK = 250;
 
 interface Prepared {
@@ -126,21 +126,23 @@ export async function indexSnapshots(
     else toEmbed.push(p);
   }
 
-  // Unchanged text: one write. Changed text: embedded in chunks, each chunk embedded while the
-  // previous one is written (its own transaction: every write is order-safe on its own).
+  // Unchanged text: one write. Changed text: every chunk's embedding is asked for at once (the
+  // provider works through them in order, never idle), and each chunk is written as soon as its
+  // vectors are there, while the later ones embed. Each write is one statement, order-safe alone.
   if (toUpdate.length) await write(deps.pool, version, toUpdate, undefined, outcome);
-  let writing: Promise<void> = Promise.resolve();
+  const chunks: { items: Prepared[]; texts: string[]; vectors: Promise<Float32Array[]> }[] = [];
   for (let i = 0; i < toEmbed.length; i += EMBED_CHUNK) {
-    const chunk = toEmbed.slice(i, i + EMBED_CHUNK);
-    const texts = [...new Set(chunk.map((p) => p.text))];
-    const embedding = provider.embed(texts);
-    // A failed write must not be left unobserved while the next chunk embeds.
-    const [vectors] = await Promise.all([embedding, writing]);
-    outcome.embedded += texts.length;
-    const vectorOf = new Map(texts.map((t, n) => [t, vectors[n]]));
-    writing = write(deps.pool, version, chunk, vectorOf, outcome);
+    const items = toEmbed.slice(i, i + EMBED_CHUNK);
+    const texts = [...new Set(items.map((p) => p.text))];
+    const vectors = provider.embed(texts);
+    vectors.catch(() => {}); // observed below, in order; a later failure must not go unhandled meanwhile
+    chunks.push({ items, texts, vectors });
   }
-  await writing;
+  for (const chunk of chunks) {
+    const vectors = await chunk.vectors;
+    outcome.embedded += chunk.texts.length;
+    await write(deps.pool, version, chunk.items, new Map(chunk.texts.map((t, n) => [t, vectors[n]])), outcome);
+  }
   if (retired.length) {
     const data = JSON.stringify(retired.map((r) => ({ item_id: r.item_id, updated_at: r.updated_at })));
     await withTransaction(deps.pool, async (client) => {
