@@ -96,7 +96,9 @@ program.command('fixtures')
 try {
   await program.parseAsync(process.argv);
 } catch (err) {
-  // Expected failures (CliError) print their message alone; anything else also its stack.
-  process.stderr.write(`ldp: ${err instanceof CliError ? err.message : (err as Error).stack ?? err}\n`);
+  // The message says what went wrong; the stack is for LOG_LEVEL=debug (expected failures,
+  // CliError, never have one worth showing).
+  const verbose = !(err instanceof CliError) && ['debug', 'trace'].includes(process.env.LOG_LEVEL ?? '');
+  process.stderr.write(`ldp: ${verbose ? (err as Error).stack : (err as Error).message ?? err}\n`);
   process.exit(1);
 }
