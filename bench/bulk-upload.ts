@@ -18,7 +18,6 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createReadStream, createWriteStream, existsSync, openAsBlob } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -34,6 +33,7 @@ import { withTransaction } from '../lib/db.ts';
 import { startEmbeddedPostgres } from '../lib/embedded-postgres.ts';
 import { createLogger } from '../lib/logger.ts';
 import { startPlatform, type PlatformHandle } from '../bin/platform.ts';
+import { freePort } from '../lib/free-port.ts';
 
 const run = promisify(execFile);
 const repo = fileURLToPath(new URL('..', import.meta.url));
@@ -41,14 +41,6 @@ const SOURCE = path.resolve(repo, '../shared/data/pmgsy-rural-facilities/pmgsy_f
 const COLUMN_MAP = path.join(repo, 'fixtures/column-maps/pmgsy-facilities.json');
 const RESULTS = path.join(repo, 'bench/results/bulk-upload.json');
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    }).on('error', reject);
-  });
-}
 
 /** Writes the first `limit` records of the source (quoted newlines kept) to `target`. */
 async function firstRecords(limit: number, target: string): Promise<void> {

@@ -13,7 +13,6 @@
  */
 import { createReadStream, existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -25,6 +24,7 @@ import { startEmbeddedPostgres } from '../lib/embedded-postgres.ts';
 import { createItemStateValidators, itemInputProblem, upsertItems, type ItemInput } from '../lib/items.ts';
 import { migrate } from '../lib/migrate.ts';
 import { loadNetwork } from '../lib/network.ts';
+import { freePort } from '../lib/free-port.ts';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const DATASETS = {
@@ -36,14 +36,6 @@ const limit = Number(process.env.BENCH_ITEMS ?? Infinity);
 const runs = Number(process.env.BENCH_RUNS ?? 20);
 const RESULTS = path.join(repo, `bench/results/discover-native-${dataset}.json`);
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    }).on('error', reject);
-  });
-}
 
 const clean = (v: string | undefined) => (v ?? '').replace(/\s+/g, ' ').trim();
 /** State names of the source spelt otherwise than in the network's enum. */

@@ -19,7 +19,6 @@
  */
 import { createReadStream, existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -44,6 +43,7 @@ import { contentHash } from '../lib/search/indexer.ts';
 import { runSearch } from '../lib/search/query.ts';
 import { searchBodySchema } from '../lib/search/request.ts';
 import { ensureVectorIndex } from '../lib/search/vector-backend.ts';
+import { freePort } from '../lib/free-port.ts';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const DATA = path.resolve(repo, '../shared/data/pmgsy-rural-facilities/pmgsy_facilities_south_west_india.csv');
@@ -66,14 +66,6 @@ const log = (line: string) => process.stdout.write(`${line}\n`);
 const round = (x: number, digits = 1) => Math.round(x * 10 ** digits) / 10 ** digits;
 const loadAverage = () => os.loadavg().map((l) => round(l, 2));
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    }).on('error', reject);
-  });
-}
 
 // ---------------------------------------------------------------------------------------------
 // Data: the first rows of the large PMGSY file as provider item snapshots (as onboarded)

@@ -11,7 +11,7 @@
  * The score is the weighted mean of the components that had data; `confidence` (0..1) is the share
  * of the total weight whose data was there.
  */
-import { formatModelVersion, type ModelVersion } from './embeddings/index.ts';
+import { cosineSimilarity, formatModelVersion, type ModelVersion } from './embeddings/index.ts';
 import type { Domain } from './network.ts';
 import { EARTH_RADIUS_M, type GeoPoint } from './search/geo.ts';
 import type { IndexEntry } from './search-client.ts';
@@ -61,18 +61,6 @@ export interface MatchScore {
   raw: Record<string, unknown>;
 }
 
-/** Cosine similarity of `a` and `b` (equal lengths); 0 when either is the zero vector. */
-export function cosineSimilarity(a: number[], b: number[]): number {
-  let dot = 0;
-  let na = 0;
-  let nb = 0;
-  for (let i = 0; i < a.length; i++) {
-    dot += a[i] * b[i];
-    na += a[i] * a[i];
-    nb += b[i] * b[i];
-  }
-  return na && nb ? dot / Math.sqrt(na * nb) : 0;
-}
 
 /** Haversine distance in metres on the mean Earth radius (EARTH_RADIUS_M), as in the SQL functions. */
 export function distanceMeters(a: GeoPoint, b: GeoPoint): number {

@@ -3,19 +3,11 @@
  * `ldp health`, the containers' healthcheck: real processes, real database, real heartbeats.
  */
 import type { ChildProcess } from 'node:child_process';
-import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runLdp, spawnLdp } from './helpers/cli.ts';
+import { runLdp, spawnLdp, stopChild } from './helpers/cli.ts';
 import { startTestPlatform, type TestPlatform } from './helpers/platform.ts';
+import { freePort } from '../lib/free-port.ts';
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** Starts `ldp serve` and resolves once it has printed one URL line per expected service. */
 function serve(args: string[], env: Record<string, string>, lines: number): Promise<{ child: ChildProcess; out: string }> {
@@ -32,13 +24,6 @@ function serve(args: string[], env: Record<string, string>, lines: number): Prom
   });
 }
 
-function stop(child: ChildProcess): Promise<number | null> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
-  return new Promise((resolve) => {
-    child.once('exit', (code) => resolve(code));
-    child.kill('SIGTERM');
-  });
-}
 
 let platform: TestPlatform;
 let env: Record<string, string>;
@@ -53,7 +38,7 @@ beforeAll(async () => {
   };
 });
 afterAll(async () => {
-  for (const c of children) await stop(c);
+  for (const c of children) await stopChild(c);
   await platform.stop();
 });
 
@@ -81,7 +66,7 @@ describe('ldp serve --service with several services', { timeout: 120_000 }, () =
     expect(healthy).toMatchObject({ code: 0, stdout: 'healthy\n' });
     expect((await runLdp(['health', '--service', 'search,signals'], env)).code).toBe(0);
 
-    expect(await stop(child)).toBe(0);
+    expect(await stopChild(child)).toBe(0);
   });
 
   it('takes a comma-separated list, and one name as before', async () => {
@@ -92,12 +77,12 @@ describe('ldp serve --service with several services', { timeout: 120_000 }, () =
     const aggregatorDown = await runLdp(['health', '--service', 'aggregator'], env);
     expect(aggregatorDown.code).toBe(1);
     expect(aggregatorDown.stderr).toMatch(/ldp: aggregator .* is not healthy/);
-    expect(await stop(child)).toBe(0);
+    expect(await stopChild(child)).toBe(0);
 
     const single = await serve(['--service', 'search'], env, 1);
     children.push(single.child);
     expect(single.out).toContain('search     http://');
-    expect(await stop(single.child)).toBe(0);
+    expect(await stopChild(single.child)).toBe(0);
   });
 
   it('refuses unknown names', async () => {
@@ -127,7 +112,7 @@ describe('ldp health --worker', { timeout: 120_000 }, () => {
     await platform.ctx.pool.query(`UPDATE platform.worker_heartbeats SET hostname = 'another-container'`);
     expect((await runLdp(['health', '--worker'], env)).code).toBe(1);
 
-    expect(await stop(worker)).toBe(0);
+    expect(await stopChild(worker)).toBe(0);
   });
 
   it('fails with a clear message when the database is unreachable, or nothing is asked', async () => {

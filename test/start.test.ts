@@ -5,20 +5,12 @@
 import type { ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
-import net from 'node:net';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { runLdp, spawnLdp } from './helpers/cli.ts';
+import { runLdp, spawnLdp, stopChild } from './helpers/cli.ts';
 import { tempDir } from './helpers/platform.ts';
+import { freePort } from '../lib/free-port.ts';
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 let dataDir: string;
 let env: Record<string, string>;
@@ -43,12 +35,6 @@ function start(): Promise<{ child: ChildProcess; urls: Record<string, string> }>
   });
 }
 
-function stop(child: ChildProcess): Promise<number | null> {
-  return new Promise((resolve) => {
-    child.once('exit', (code) => resolve(code));
-    child.kill('SIGTERM');
-  });
-}
 
 afterAll(async () => {
   for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
@@ -84,7 +70,7 @@ describe('ldp start on the embedded database', () => {
     expect(noToken.status).toBe(401);
     expect(((await noToken.json()) as { error: { code: string } }).error.code).toBe('missing_token');
 
-    expect(await stop(first.child)).toBe(0);
+    expect(await stopChild(first.child)).toBe(0);
     expect(existsSync(path.join(dataDir, 'instance.json'))).toBe(false);
 
     const second = await start();
@@ -94,6 +80,6 @@ describe('ldp start on the embedded database', () => {
     const dup = await runLdp(['start'], shell);
     expect(dup.code).toBe(1);
     expect(dup.stderr).toMatch(/already running/);
-    expect(await stop(second.child)).toBe(0);
+    expect(await stopChild(second.child)).toBe(0);
   }, 120_000);
 });

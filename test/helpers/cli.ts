@@ -35,3 +35,12 @@ export function spawnLdp(args: string[], env: Record<string, string>): ChildProc
     stdio: ['ignore', 'pipe', 'pipe'],
   });
 }
+
+/** Sends SIGTERM to `child` (unless it has already exited) and resolves with its exit code. */
+export function stopChild(child: ChildProcess): Promise<number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
+  return new Promise((resolve) => {
+    child.once('exit', (code) => resolve(code));
+    child.kill('SIGTERM');
+  });
+}

@@ -3,7 +3,6 @@
  * template database from which every test file clones its own database.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -11,17 +10,10 @@ import type { TestProject } from 'vitest/node';
 import { startEmbeddedPostgres } from '../../lib/embedded-postgres.ts';
 import { createPool } from '../../lib/db.ts';
 import { migrate } from '../../lib/migrate.ts';
+import { freePort } from '../../lib/free-port.ts';
 
 export const TEMPLATE_DB = 'ldp_template';
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    }).on('error', reject);
-  });
-}
 
 declare module 'vitest' {
   export interface ProvidedContext {
