@@ -219,10 +219,6 @@ export async function loadNetwork(id: string, dir = NETWORKS_DIR): Promise<Netwo
   }
 }
 
-/** The domain named `name`, or undefined. */
-export function getDomain(network: Network, name: string): Domain | undefined {
-  return network.domains.get(name);
-}
 
 /** The participant domains an aggregator with these aggregator types may onboard. */
 export function domainsForAggregatorTypes(network: Network, types: string[]): Set<string> {
