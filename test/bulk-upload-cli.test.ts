@@ -3,7 +3,7 @@
  * a seekers file (the same for the same seed), and `ldp upload --wait` onboards it through the
  * HTTP API of a running platform, prints the summary and saves the error report.
  */
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parse } from 'csv-parse/sync';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,7 +19,10 @@ beforeAll(async () => {
   platform = await startTestPlatform({ worker: true });
   dir = await tempDir('ldp-bulk-cli-');
 });
-afterAll(() => platform.stop());
+afterAll(async () => {
+  await platform.stop();
+  await rm(dir, { recursive: true, force: true });
+});
 
 describe('ldp fixtures seekers and ldp upload', () => {
   it('generates a seeded file and onboards it with --wait, printing the counts and saving the error report', async () => {

@@ -4,6 +4,7 @@
  * loading path, offline, with the tiny model in ../shared/models.
  */
 import { existsSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
@@ -76,6 +77,7 @@ describe('choosing the provider at start-up', () => {
 
     await expect(createEmbeddingProvider(loadConfig({ DATA_DIR: dir, EMBEDDING_MODEL_PATH: dir, EMBEDDING_PROVIDER: 'transformers' }), capturingLogger(lines)))
       .rejects.toThrow(/EMBEDDING_PROVIDER=transformers: Xenova\/all-MiniLM-L6-v2 did not load/);
+    await rm(dir, { recursive: true, force: true });
   });
 
   it('reports the fallback and its reason in the search service\'s /ready', async () => {

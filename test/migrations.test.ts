@@ -1,4 +1,4 @@
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -7,6 +7,12 @@ import { listMigrations, migrate, migrationStatus } from '../lib/migrate.ts';
 import { createTestDatabase } from './helpers/platform.ts';
 
 const pools: Pool[] = [];
+const dirs: string[] = [];
+async function migrationsDir(): Promise<string> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'ldp-migrations-'));
+  dirs.push(dir);
+  return dir;
+}
 async function emptyDatabase(): Promise<{ pool: Pool; url: string }> {
   const url = await createTestDatabase({ empty: true });
   const pool = createPool(url, 4);
@@ -15,6 +21,7 @@ async function emptyDatabase(): Promise<{ pool: Pool; url: string }> {
 }
 afterEach(async () => {
   await Promise.all(pools.splice(0).map((p) => p.end()));
+  await Promise.all(dirs.splice(0).map((d) => rm(d, { recursive: true, force: true })));
 });
 
 describe('migrations', () => {
@@ -44,7 +51,7 @@ describe('migrations', () => {
 
   it('rolls back every file of a run when one fails, so nothing is half-applied', async () => {
     const { pool } = await emptyDatabase();
-    const dir = await mkdtemp(path.join(os.tmpdir(), 'ldp-migrations-'));
+    const dir = await migrationsDir();
     await writeFile(path.join(dir, '001_good.sql'), 'CREATE TABLE public.first_table (id int);');
     await writeFile(path.join(dir, '002_bad.sql'), 'CREATE TABLE public.second_table (id int); SELECT no_such_function();');
     await expect(migrate(pool, dir)).rejects.toThrow(/no_such_function/);
@@ -54,7 +61,7 @@ describe('migrations', () => {
   });
 
   it('refuses two files with the same version number', async () => {
-    const dir = await mkdtemp(path.join(os.tmpdir(), 'ldp-migrations-'));
+    const dir = await migrationsDir();
     await writeFile(path.join(dir, '001_a.sql'), 'SELECT 1;');
     await writeFile(path.join(dir, '001_b.sql'), 'SELECT 1;');
     await expect(listMigrations(dir)).rejects.toThrow(/share version 1/);
