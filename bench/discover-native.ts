@@ -11,12 +11,11 @@
  * 266,978 rows); BENCH_ITEMS (first N rows only); BENCH_RUNS (default 20).
  * Writes bench/results/discover-native-<dataset>.json.
  */
-import { createReadStream, existsSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parse } from 'csv-parse';
 import { createPool, withTransaction } from '../lib/db.ts';
 import { discoverNative } from '../lib/discover/native.ts';
 import type { DiscoverQuery } from '../lib/discover/query.ts';
@@ -25,6 +24,7 @@ import { createItemStateValidators, itemInputProblem, upsertItems, type ItemInpu
 import { migrate } from '../lib/migrate.ts';
 import { loadNetwork } from '../lib/network.ts';
 import { freePort } from '../lib/free-port.ts';
+import { facilityItems } from './pmgsy-facilities.ts';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const DATASETS = {
@@ -37,9 +37,6 @@ const runs = Number(process.env.BENCH_RUNS ?? 20);
 const RESULTS = path.join(repo, `bench/results/discover-native-${dataset}.json`);
 
 
-const clean = (v: string | undefined) => (v ?? '').replace(/\s+/g, ' ').trim();
-/** State names of the source spelt otherwise than in the network's enum. */
-const STATE_NAMES: Record<string, string> = { Tamilnadu: 'Tamil Nadu' };
 
 if (!DATASETS[dataset] || !existsSync(DATASETS[dataset])) {
   process.stderr.write(`No dataset ${dataset} at ${DATASETS[dataset]} (../shared must sit beside the repository)\n`);
@@ -68,20 +65,8 @@ try {
     stored += items.length;
   };
   let rows = 0;
-  for await (const r of createReadStream(DATASETS[dataset]).pipe(parse({ columns: true, relax_column_count: true })) as AsyncIterable<Record<string, string>>) {
+  for await (const item of facilityItems(DATASETS[dataset], network, provider, () => crypto.randomUUID())) {
     if (rows++ >= limit) break;
-    const lat = Number(r.latitude);
-    const lng = Number(r.longitude);
-    const state: Record<string, unknown> = {
-      external_id: clean(r.facility_id), name: clean(r.name) || 'Unnamed facility', category: clean(r.category),
-      district: clean(r.district_name), state: STATE_NAMES[clean(r.state_name)] ?? clean(r.state_name), latitude: lat, longitude: lng,
-    };
-    if (clean(r.habitation_name)) state.locality = clean(r.habitation_name);
-    if (clean(r.block_name)) state.block = clean(r.block_name);
-    const item: ItemInput = {
-      item_network: network.id, item_domain: provider.name, item_type: provider.itemType, item_id: crypto.randomUUID(),
-      item_state: state, item_locations: [{ lat, lng }],
-    };
     if (itemInputProblem(network, validators, item)) {
       skipped++;
       continue;

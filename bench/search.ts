@@ -17,14 +17,13 @@
  * BENCH_QUERIES (default 50) queries per kind and mode, after warm-ups. Prints the figures and
  * writes bench/results/search.json with the machine's core count and load average.
  */
-import { createReadStream, existsSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
-import { parse } from 'csv-parse';
 import pg from 'pg';
 import { startPlatform, type PlatformHandle } from '../bin/platform.ts';
 import { createApiKey } from '../lib/api-keys.ts';
@@ -44,6 +43,7 @@ import { runSearch } from '../lib/search/query.ts';
 import { searchBodySchema } from '../lib/search/request.ts';
 import { ensureVectorIndex } from '../lib/search/vector-backend.ts';
 import { freePort } from '../lib/free-port.ts';
+import { facilityItems } from './pmgsy-facilities.ts';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const DATA = path.resolve(repo, '../shared/data/pmgsy-rural-facilities/pmgsy_facilities_south_west_india.csv');
@@ -72,27 +72,13 @@ const loadAverage = () => os.loadavg().map((l) => round(l, 2));
 
 const network = await loadNetwork('local-discovery');
 const domain = network.domains.get('provider')!;
-const clean = (v: string | undefined) => (v ?? '').replace(/\s+/g, ' ').trim();
-const STATE_NAMES: Record<string, string> = { Tamilnadu: 'Tamil Nadu' };
 
 async function readSnapshots(count: number): Promise<ItemRecord[]> {
   const validators = createItemStateValidators(network);
   const out: ItemRecord[] = [];
   const start = Date.UTC(2026, 0, 1);
-  for await (const r of createReadStream(DATA).pipe(parse({ columns: true, relax_column_count: true })) as AsyncIterable<Record<string, string>>) {
+  for await (const item of facilityItems(DATA, network, domain, (n) => `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`)) {
     if (out.length >= count) break;
-    const lat = Number(r.latitude);
-    const lng = Number(r.longitude);
-    const state: Record<string, unknown> = {
-      external_id: clean(r.facility_id), name: clean(r.name) || 'Unnamed facility', category: clean(r.category),
-      district: clean(r.district_name), state: STATE_NAMES[clean(r.state_name)] ?? clean(r.state_name), latitude: lat, longitude: lng,
-    };
-    if (clean(r.habitation_name)) state.locality = clean(r.habitation_name);
-    if (clean(r.block_name)) state.block = clean(r.block_name);
-    const item = {
-      item_network: network.id, item_domain: domain.name, item_type: domain.itemType,
-      item_id: `00000000-0000-4000-8000-${String(out.length).padStart(12, '0')}`, item_state: state, item_locations: [{ lat, lng }],
-    };
     if (itemInputProblem(network, validators, item)) continue; // e.g. coordinates outside India
     const at = new Date(start + out.length * 1000).toISOString();
     out.push({ ...item, item_instance_url: null, item_schema_url: null, created_by: null, created_at: at, updated_at: at, lifecycle_status: 'live' });

@@ -65,6 +65,17 @@ export const itemInputSchema = z.object({
 });
 export type ItemInput = z.infer<typeof itemInputSchema>;
 
+/** An item record as signals stores and sends it (spec "Item record", with lifecycle_status and ISO times). */
+export const itemRecordSchema = itemInputSchema.extend({
+  item_locations: z.array(itemLocationSchema),
+  item_instance_url: z.string().nullable(),
+  item_schema_url: z.string().nullable(),
+  created_by: z.string().nullable(),
+  created_at: z.iso.datetime({ offset: true }),
+  updated_at: z.iso.datetime({ offset: true }),
+  lifecycle_status: z.enum(LIFECYCLE_STATUSES),
+});
+
 /**
  * Validators of the public part of each domain's participant schema: the schema without its
  * private fields, which therefore may never reach signals (additionalProperties stays as declared).

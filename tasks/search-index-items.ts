@@ -7,27 +7,12 @@
 import type { Task } from 'graphile-worker';
 import { z } from 'zod';
 import type { PlatformContext } from '../lib/context.ts';
-import { itemLocationSchema, LIFECYCLE_STATUSES, type ItemRecord } from '../lib/items.ts';
+import { itemRecordSchema, type ItemRecord } from '../lib/items.ts';
 import { searchEngine } from '../lib/search/engine.ts';
 import { indexSnapshots } from '../lib/search/indexer.ts';
 
-/** A snapshot as signals sends it (spec "Item record" plus lifecycle_status and ISO times). */
-export const itemSnapshotSchema = z.object({
-  item_network: z.string().min(1),
-  item_domain: z.string().min(1),
-  item_type: z.string().min(1),
-  item_id: z.uuid(),
-  item_state: z.record(z.string(), z.unknown()),
-  item_locations: z.array(itemLocationSchema),
-  item_instance_url: z.string().nullable(),
-  item_schema_url: z.string().nullable(),
-  created_by: z.string().nullable(),
-  created_at: z.iso.datetime({ offset: true }),
-  updated_at: z.iso.datetime({ offset: true }),
-  lifecycle_status: z.enum(LIFECYCLE_STATUSES),
-});
 
-const payloadSchema = z.object({ items: z.array(itemSnapshotSchema) });
+const payloadSchema = z.object({ items: z.array(itemRecordSchema) });
 
 export function searchIndexItems(ctx: PlatformContext): Task {
   return async (payload, helpers) => {

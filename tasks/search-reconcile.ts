@@ -14,10 +14,9 @@ import type { Task } from 'graphile-worker';
 import { z } from 'zod';
 import type { PlatformContext } from '../lib/context.ts';
 import type { EmbeddingProvider } from '../lib/embeddings/index.ts';
-import type { ItemRecord } from '../lib/items.ts';
+import { itemRecordSchema, type ItemRecord } from '../lib/items.ts';
 import { searchEngine } from '../lib/search/engine.ts';
 import { indexSnapshots } from '../lib/search/indexer.ts';
-import { itemSnapshotSchema } from './search-index-items.ts';
 
 export const RECONCILE_TASK = 'search-reconcile';
 const CURSOR_KEY = 'reconcile_cursor';
@@ -27,7 +26,7 @@ export const SETTLE_MS = 10 * 60_000;
 const RUN_BUDGET_MS = 60_000;
 const FEED_TIMEOUT_MS = 30_000;
 
-const feedSchema = z.object({ items: z.array(itemSnapshotSchema), next_cursor: z.string().nullable() });
+const feedSchema = z.object({ items: z.array(itemRecordSchema), next_cursor: z.string().nullable() });
 
 /** Reads the change feed from the saved cursor; applies what the index lacks. @returns whether the feed was read to its end. */
 async function reconcileFeed(ctx: PlatformContext, provider: EmbeddingProvider, deadline: number, batch: number): Promise<boolean> {

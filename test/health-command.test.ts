@@ -4,25 +4,14 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runLdp, spawnLdp, stopChild } from './helpers/cli.ts';
+import { runLdp, spawnLdp, spawnLdpUntil, stopChild } from './helpers/cli.ts';
 import { startTestPlatform, type TestPlatform } from './helpers/platform.ts';
 import { freePort } from '../lib/free-port.ts';
 
 
 /** Starts `ldp serve` and resolves once it has printed one URL line per expected service. */
-function serve(args: string[], env: Record<string, string>, lines: number): Promise<{ child: ChildProcess; out: string }> {
-  const child = spawnLdp(['serve', ...args], env);
-  return new Promise((resolve, reject) => {
-    let out = '';
-    let err = '';
-    child.stderr!.on('data', (d) => { err += d; });
-    child.stdout!.on('data', (d) => {
-      out += d;
-      if (out.split('\n').filter((l) => l.includes('http://')).length === lines) resolve({ child, out });
-    });
-    child.on('exit', (code) => reject(new Error(`ldp serve exited with ${code}\n${err}`)));
-  });
-}
+const serve = (args: string[], env: Record<string, string>, lines: number) =>
+  spawnLdpUntil(['serve', ...args], env, (out) => out.split('\n').filter((l) => l.includes('http://')).length === lines);
 
 
 let platform: TestPlatform;

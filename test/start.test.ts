@@ -7,7 +7,7 @@ import { existsSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { runLdp, spawnLdp, stopChild } from './helpers/cli.ts';
+import { runLdp, spawnLdpUntil, stopChild } from './helpers/cli.ts';
 import { tempDir } from './helpers/platform.ts';
 import { freePort } from '../lib/free-port.ts';
 
@@ -17,22 +17,10 @@ let env: Record<string, string>;
 const children: ChildProcess[] = [];
 
 /** Starts `ldp start` and resolves with the printed base URLs once the worker line appears. */
-function start(): Promise<{ child: ChildProcess; urls: Record<string, string> }> {
-  const child = spawnLdp(['start'], env);
+async function start(): Promise<{ child: ChildProcess; urls: Record<string, string> }> {
+  const { child, out } = await spawnLdpUntil(['start'], env, (o) => o.includes('worker     running'));
   children.push(child);
-  return new Promise((resolve, reject) => {
-    let out = '';
-    let err = '';
-    child.stderr!.on('data', (d) => { err += d; });
-    child.stdout!.on('data', (d) => {
-      out += d;
-      if (out.includes('worker     running')) {
-        const urls = Object.fromEntries(out.split('\n').filter((l) => l.includes('http://')).map((l) => l.trim().split(/\s+/)));
-        resolve({ child, urls });
-      }
-    });
-    child.on('exit', (code) => reject(new Error(`ldp start exited with ${code}\n${err}`)));
-  });
+  return { child, urls: Object.fromEntries(out.split('\n').filter((l) => l.includes('http://')).map((l) => l.trim().split(/\s+/))) };
 }
 
 

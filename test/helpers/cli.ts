@@ -44,3 +44,21 @@ export function stopChild(child: ChildProcess): Promise<number | null> {
     child.kill('SIGTERM');
   });
 }
+
+/**
+ * Starts `ldp ...args` and resolves, with the child and its stdout so far, once `ready(stdout)`
+ * holds; rejects with its stderr if it exits first.
+ */
+export function spawnLdpUntil(args: string[], env: Record<string, string>, ready: (stdout: string) => boolean): Promise<{ child: ChildProcess; out: string }> {
+  const child = spawnLdp(args, env);
+  return new Promise((resolve, reject) => {
+    let out = '';
+    let err = '';
+    child.stderr!.on('data', (d) => { err += d; });
+    child.stdout!.on('data', (d) => {
+      out += d;
+      if (ready(out)) resolve({ child, out });
+    });
+    child.on('exit', (code) => reject(new Error(`ldp ${args.join(' ')} exited with ${code}\n${err}`)));
+  });
+}
