@@ -19,10 +19,10 @@ import { readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { matchHeaders } from '../lib/bulk/header-match.ts';
-import { createRowCoercer } from '../lib/bulk/row-coercion.ts';
-import { openTable } from '../lib/bulk/table.ts';
-import { loadNetwork } from '../lib/network.ts';
+import { matchHeaders } from '../lib/aggregator/bulk/header-match.ts';
+import { createRowCoercer } from '../lib/aggregator/bulk/row-coercion.ts';
+import { openTable } from '../lib/aggregator/bulk/open-table.ts';
+import { loadNetwork } from '../lib/network/config.ts';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const FILE = process.env.BENCH_FILE ?? path.resolve(repo, '../shared/data/pmgsy-rural-facilities/pmgsy_facilities_south_west_india.csv');

@@ -4,8 +4,8 @@
  */
 import { createReadStream } from 'node:fs';
 import { parse } from 'csv-parse';
-import type { ItemInput } from '../lib/items.ts';
-import type { Domain, Network } from '../lib/network.ts';
+import type { ItemInput } from '../lib/network/items.ts';
+import type { Domain, Network } from '../lib/network/config.ts';
 
 const clean = (v: string | undefined) => (v ?? '').replace(/\s+/g, ' ').trim();
 /** State names of the source spelt otherwise than in the network's enum. */

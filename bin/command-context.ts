@@ -1,8 +1,8 @@
 /** What every `ldp` command starts from: the validated configuration, a logger, the database. */
-import { ConfigError, loadConfig, type Config } from '../lib/config.ts';
+import { ConfigError, loadConfig, type Config } from '../lib/platform/config.ts';
 import { createContext, type PlatformContext } from '../lib/context.ts';
-import { createLogger, type Logger } from '../lib/logger.ts';
-import { migrate } from '../lib/migrate.ts';
+import { createLogger, type Logger } from '../lib/platform/logger.ts';
+import { migrate } from '../lib/platform/migrate.ts';
 import { openDatabase } from './database.ts';
 
 /** An error the CLI reports as `ldp: <message>` with exit code 1, without a stack trace. */

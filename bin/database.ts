@@ -3,10 +3,10 @@
  * instance `ldp start` is running from DATA_DIR; else the embedded database in DATA_DIR, started
  * for this command (initialised on first use) and stopped again when it is done.
  */
-import type { Config } from '../lib/config.ts';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from '../lib/embedded-postgres.ts';
-import { readInstance } from '../lib/instance.ts';
-import type { Logger } from '../lib/logger.ts';
+import type { Config } from '../lib/platform/config.ts';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../lib/platform/embedded-postgres.ts';
+import { readInstance } from '../lib/platform/instance.ts';
+import type { Logger } from '../lib/platform/logger.ts';
 
 export interface DatabaseHandle {
   url: string;

@@ -3,11 +3,11 @@
  * the worker and any of the three services. Used by `ldp start`, `ldp serve`, `ldp worker` and by
  * the tests, so all of them run the same start-up path.
  */
-import { registerApiKey } from '../lib/api-keys.ts';
-import type { Config } from '../lib/config.ts';
+import { registerApiKey } from '../lib/platform/api-keys.ts';
+import type { Config } from '../lib/platform/config.ts';
 import { createContext, type PlatformContext } from '../lib/context.ts';
-import type { Logger } from '../lib/logger.ts';
-import { migrate } from '../lib/migrate.ts';
+import type { Logger } from '../lib/platform/logger.ts';
+import { migrate } from '../lib/platform/migrate.ts';
 import { startService, type RunningService } from '../api/server.ts';
 import type { ServiceName } from '../api/http/service-app.ts';
 import { startWorker, type WorkerHandle } from '../workers/runner.ts';

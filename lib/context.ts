@@ -3,17 +3,17 @@
  * configuration and passed explicitly (no module-level singletons).
  */
 import { randomBytes } from 'node:crypto';
-import type { Config } from './config.ts';
-import { serviceUrls } from './config.ts';
-import { createPiiCrypto, type PiiCrypto } from './crypto.ts';
-import { createPool, type Pool } from './db.ts';
-import { createEmbeddingProvider, type EmbeddingProvider } from './embeddings/index.ts';
-import type { Logger } from './logger.ts';
-import { createMailer, type Mailer } from './mail.ts';
-import { loadNetwork, type Network } from './network.ts';
-import { readOrCreateSecret } from './secrets.ts';
-import { createStorage, type ObjectStorage } from './storage.ts';
-import { createTokenService, type TokenService } from './tokens.ts';
+import type { Config } from './platform/config.ts';
+import { serviceUrls } from './platform/config.ts';
+import { createPiiCrypto, type PiiCrypto } from './platform/crypto.ts';
+import { createPool, type Pool } from './platform/db.ts';
+import { createEmbeddingProvider, type EmbeddingProvider } from './search/embeddings/index.ts';
+import type { Logger } from './platform/logger.ts';
+import { createMailer, type Mailer } from './platform/mail.ts';
+import { loadNetwork, type Network } from './network/config.ts';
+import { readOrCreateSecret } from './platform/secrets.ts';
+import { createStorage, type ObjectStorage } from './platform/storage.ts';
+import { createTokenService, type TokenService } from './platform/tokens.ts';
 
 export interface PlatformContext {
   config: Config;

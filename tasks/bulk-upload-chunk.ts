@@ -18,20 +18,20 @@
  * is created or counted twice.
  */
 import type { Task } from 'graphile-worker';
-import { withReportColumnsIgnored } from '../lib/bulk/error-report.ts';
-import { matchHeaders } from '../lib/bulk/header-match.ts';
-import { createRowCoercer, type FieldError, type RowOutcome } from '../lib/bulk/row-coercion.ts';
-import { FINISH_TASK, loadBulkUpload, type BulkUploadRecord, type ChunkPayload, type UploadPayload } from '../lib/bulk/upload-jobs.ts';
+import { withReportColumnsIgnored } from '../lib/aggregator/bulk/error-report.ts';
+import { matchHeaders } from '../lib/aggregator/bulk/header-match.ts';
+import { createRowCoercer, type FieldError, type RowOutcome } from '../lib/aggregator/bulk/row-coercion.ts';
+import { FINISH_TASK, loadBulkUpload, type BulkUploadRecord, type ChunkPayload, type UploadPayload } from '../lib/aggregator/bulk/upload-jobs.ts';
 import type { PlatformContext } from '../lib/context.ts';
-import { withTransaction, type PoolClient } from '../lib/db.ts';
-import type { ItemInput, LifecycleStatus } from '../lib/items.ts';
-import { enqueue } from '../lib/jobs.ts';
-import { goLiveStatus, type Domain } from '../lib/network.ts';
+import { withTransaction, type PoolClient } from '../lib/platform/db.ts';
+import type { ItemInput, LifecycleStatus } from '../lib/network/items.ts';
+import { enqueue } from '../lib/platform/jobs.ts';
+import { goLiveStatus, type Domain } from '../lib/network/config.ts';
 import {
   bulkParticipantId, deleteParticipants, findRegistered, insertParticipants, participantItem, participantKeys,
   recordLifecycle, type NewParticipant, type RegisteredParticipant,
-} from '../lib/participants.ts';
-import { createSignalsClient, MAX_ITEMS_PER_REQUEST } from '../lib/signals-client.ts';
+} from '../lib/aggregator/participants.ts';
+import { createSignalsClient, MAX_ITEMS_PER_REQUEST } from '../lib/clients/signals-client.ts';
 import { keyFields, type StagedRow } from './bulk-upload-stage.ts';
 
 /** Pushes to signals one chunk may have under way at once (each of up to MAX_ITEMS_PER_REQUEST items). */

@@ -5,8 +5,8 @@
  * `errors_csv_object_key`. Writing the report again on a retry replaces the same object.
  */
 import type { Task } from 'graphile-worker';
-import { errorReportStream } from '../lib/bulk/error-report.ts';
-import { errorReportObjectKey, loadBulkUpload, type UploadPayload } from '../lib/bulk/upload-jobs.ts';
+import { errorReportStream } from '../lib/aggregator/bulk/error-report.ts';
+import { errorReportObjectKey, loadBulkUpload, type UploadPayload } from '../lib/aggregator/bulk/upload-jobs.ts';
 import type { PlatformContext } from '../lib/context.ts';
 
 /** The `bulk-upload-finish` task (see the module comment); idempotent: only a running job is completed. */

@@ -16,17 +16,18 @@
  * onboarded. A retried attempt starts the staging over; a finished staging is never redone.
  */
 import type { Task } from 'graphile-worker';
-import { withReportColumnsIgnored } from '../lib/bulk/error-report.ts';
-import { matchHeaders } from '../lib/bulk/header-match.ts';
-import { createRowCoercer } from '../lib/bulk/row-coercion.ts';
-import { openTable, TableFormatError, type Table } from '../lib/bulk/table.ts';
+import { withReportColumnsIgnored } from '../lib/aggregator/bulk/error-report.ts';
+import { matchHeaders } from '../lib/aggregator/bulk/header-match.ts';
+import { createRowCoercer } from '../lib/aggregator/bulk/row-coercion.ts';
+import { openTable } from '../lib/aggregator/bulk/open-table.ts';
+import { TableFormatError, type Table } from '../lib/aggregator/bulk/table.ts';
 import {
   CHUNK_TASK, failBulkUpload, FINISH_TASK, loadBulkUpload, type ChunkPayload, type UploadPayload,
-} from '../lib/bulk/upload-jobs.ts';
+} from '../lib/aggregator/bulk/upload-jobs.ts';
 import type { PlatformContext } from '../lib/context.ts';
-import { withTransaction } from '../lib/db.ts';
-import { enqueue, enqueueMany } from '../lib/jobs.ts';
-import type { Domain } from '../lib/network.ts';
+import { withTransaction } from '../lib/platform/db.ts';
+import { enqueue, enqueueMany } from '../lib/platform/jobs.ts';
+import type { Domain } from '../lib/network/config.ts';
 
 /** A field and the earlier row of the file that has the same value in it. */
 export type Repeat = [field: string, rowNumber: number];
@@ -81,7 +82,7 @@ export function bulkUploadStage(ctx: PlatformContext): Task {
       const coerce = createRowCoercer(ctx.network, domain,
         matchHeaders(domain, table.headers, withReportColumnsIgnored(table.headers, job.column_map, fieldNames)));
       let rows: StagedRow[] = [];
-      // Blank rows never reach here (lib/bulk/table.ts skips them).
+      // Blank rows never reach here (lib/aggregator/bulk/table.ts skips them).
       for await (const row of table.rows) {
         total++;
         const outcome = coerce(row.values);

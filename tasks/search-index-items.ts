@@ -7,7 +7,7 @@
 import type { Task } from 'graphile-worker';
 import { z } from 'zod';
 import type { PlatformContext } from '../lib/context.ts';
-import { itemRecordSchema, type ItemRecord } from '../lib/items.ts';
+import { itemRecordSchema, type ItemRecord } from '../lib/network/items.ts';
 import { searchEngine } from '../lib/search/engine.ts';
 import { indexSnapshots } from '../lib/search/indexer.ts';
 

@@ -13,8 +13,8 @@
 import type { Task } from 'graphile-worker';
 import { z } from 'zod';
 import type { PlatformContext } from '../lib/context.ts';
-import type { EmbeddingProvider } from '../lib/embeddings/index.ts';
-import { itemRecordSchema, type ItemRecord } from '../lib/items.ts';
+import type { EmbeddingProvider } from '../lib/search/embeddings/index.ts';
+import { itemRecordSchema, type ItemRecord } from '../lib/network/items.ts';
 import { searchEngine } from '../lib/search/engine.ts';
 import { indexSnapshots } from '../lib/search/indexer.ts';
 

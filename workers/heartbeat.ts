@@ -4,7 +4,7 @@
  * A process silent for DEAD_MS is taken for crashed: the jobs it held are unlocked for a retry.
  */
 import os from 'node:os';
-import type { Pool, Queryable } from '../lib/db.ts';
+import type { Pool, Queryable } from '../lib/platform/db.ts';
 
 export const HEARTBEAT_MS = 5_000;
 const STALE_MS = 20_000;

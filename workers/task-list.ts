@@ -4,8 +4,8 @@
  */
 import type { TaskList } from 'graphile-worker';
 import type { PlatformContext } from '../lib/context.ts';
-import { SEARCH_INDEX_TASK } from '../lib/items.ts';
-import { CHUNK_TASK, FINISH_TASK, STAGE_TASK } from '../lib/bulk/upload-jobs.ts';
+import { SEARCH_INDEX_TASK } from '../lib/network/items.ts';
+import { CHUNK_TASK, FINISH_TASK, STAGE_TASK } from '../lib/aggregator/bulk/upload-jobs.ts';
 import { bulkUploadChunk } from '../tasks/bulk-upload-chunk.ts';
 import { bulkUploadFinish } from '../tasks/bulk-upload-finish.ts';
 import { bulkUploadStage } from '../tasks/bulk-upload-stage.ts';

@@ -16,12 +16,12 @@ import { pipeline } from 'node:stream/promises';
 import busboy from 'busboy';
 import { Router, type NextFunction, type Request, type Response } from 'express';
 import { z } from 'zod';
-import { detectTableFormat, FORMAT_SNIFF_BYTES, unsupportedFileMessage } from '../../lib/bulk/file-type.ts';
+import { detectTableFormat, FORMAT_SNIFF_BYTES, unsupportedFileMessage } from '../../lib/aggregator/bulk/file-type.ts';
 import {
   createBulkUpload, getBulkUpload, listBulkUploads, sourceObjectKey, startBulkUpload,
-} from '../../lib/bulk/upload-jobs.ts';
+} from '../../lib/aggregator/bulk/upload-jobs.ts';
 import type { PlatformContext } from '../../lib/context.ts';
-import { ObjectNotFoundError, type ObjectStorage } from '../../lib/storage.ts';
+import { ObjectNotFoundError, type ObjectStorage } from '../../lib/platform/storage.ts';
 import { assertDomainAllowed, callerOf, requireRole } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
 import { parse } from '../http/validation.ts';

@@ -9,7 +9,7 @@
  */
 import { Router } from 'express';
 import { z } from 'zod';
-import { csvTemplate, TEMPLATE_CONTENT_TYPES, templateFileName, xlsxTemplate, type TemplateFormat } from '../../lib/bulk/template.ts';
+import { csvTemplate, TEMPLATE_CONTENT_TYPES, templateFileName, xlsxTemplate, type TemplateFormat } from '../../lib/aggregator/bulk/template.ts';
 import type { PlatformContext } from '../../lib/context.ts';
 import { assertDomainAllowed, callerOf } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';

@@ -4,10 +4,10 @@
  * (authenticated but not allowed), in the service's error shape.
  */
 import type { RequestHandler, Response } from 'express';
-import { findApiKey, type KeyService } from '../../lib/api-keys.ts';
+import { findApiKey, type KeyService } from '../../lib/platform/api-keys.ts';
 import type { PlatformContext } from '../../lib/context.ts';
-import { domainsForAggregatorTypes } from '../../lib/network.ts';
-import { TokenError } from '../../lib/tokens.ts';
+import { domainsForAggregatorTypes } from '../../lib/network/config.ts';
+import { TokenError } from '../../lib/platform/tokens.ts';
 import { HttpError } from './errors.ts';
 
 /** Requires a valid, unrevoked API key of `service`; sets `res.locals.apiKey`. */

@@ -4,7 +4,7 @@
  */
 import { Router } from 'express';
 import type { PlatformContext } from '../../lib/context.ts';
-import { migrationStatus } from '../../lib/migrate.ts';
+import { migrationStatus } from '../../lib/platform/migrate.ts';
 import { workerAlive } from '../../workers/heartbeat.ts';
 
 export interface ReadinessCheck {

@@ -14,7 +14,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { Router, type RequestHandler } from 'express';
 import { z } from 'zod';
 import type { PlatformContext } from '../../lib/context.ts';
-import type { IndexEntry } from '../../lib/search-client.ts';
+import type { IndexEntry } from '../../lib/clients/search-client.ts';
 import { HttpError } from '../http/errors.ts';
 import { parse } from '../http/validation.ts';
 

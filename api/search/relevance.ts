@@ -11,8 +11,8 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import type { PlatformContext } from '../../lib/context.ts';
-import { cosineSimilarity, formatModelVersion, sameModelVersion, type ModelVersion } from '../../lib/embeddings/index.ts';
-import { interactionAllowed } from '../../lib/network.ts';
+import { cosineSimilarity, formatModelVersion, sameModelVersion, type ModelVersion } from '../../lib/search/embeddings/index.ts';
+import { interactionAllowed } from '../../lib/network/config.ts';
 import { HttpError } from '../http/errors.ts';
 import { parse } from '../http/validation.ts';
 

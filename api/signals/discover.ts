@@ -11,13 +11,13 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import type { PlatformContext } from '../../lib/context.ts';
-import { AnchorError, discoverNative } from '../../lib/discover/native.ts';
+import { AnchorError, discoverNative } from '../../lib/signals/discover/native.ts';
 import {
   DISCOVER_SORTS, locationFields, type DiscoverFilter, type DiscoverPage, type DiscoverQuery,
-} from '../../lib/discover/query.ts';
-import { discoverViaSearch } from '../../lib/discover/search-path.ts';
-import type { FieldInfo, Network } from '../../lib/network.ts';
-import { SearchRejectedError, SearchUnavailableError } from '../../lib/search-client.ts';
+} from '../../lib/signals/discover/query.ts';
+import { discoverViaSearch } from '../../lib/signals/discover/search-path.ts';
+import type { FieldInfo, Network } from '../../lib/network/config.ts';
+import { SearchRejectedError, SearchUnavailableError } from '../../lib/clients/search-client.ts';
 import { MAX_FILTERS as SEARCH_MAX_FILTERS, MAX_FILTER_VALUES, MAX_TEXT_LENGTH } from '../../lib/search/request.ts';
 import { HttpError, type FieldErrors } from '../http/errors.ts';
 import { parse, summarise } from '../http/validation.ts';

@@ -10,11 +10,11 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import type { PlatformContext } from '../../lib/context.ts';
-import { withTransaction } from '../../lib/db.ts';
+import { withTransaction } from '../../lib/platform/db.ts';
 import {
   createItemStateValidators, getItem, itemInputProblem, itemInputSchema, LifecycleError, LIFECYCLE_STATUSES,
   listItemsChangedSince, setLifecycleStatus, upsertItems,
-} from '../../lib/items.ts';
+} from '../../lib/network/items.ts';
 import { HttpError } from '../http/errors.ts';
 import { parse } from '../http/validation.ts';
 

@@ -15,10 +15,10 @@
 import { Router, type Request } from 'express';
 import { z } from 'zod';
 import type { PlatformContext } from '../../lib/context.ts';
-import { formatModelVersion, sameModelVersion } from '../../lib/embeddings/index.ts';
-import { computeMatchScore, MATCH_SCORE_VERSION, type MatchSide } from '../../lib/match-score.ts';
-import { interactionAllowed, type Network } from '../../lib/network.ts';
-import { fetchIndexEntries, SearchRejectedError, SearchUnavailableError, type IndexEntry } from '../../lib/search-client.ts';
+import { formatModelVersion, sameModelVersion } from '../../lib/search/embeddings/index.ts';
+import { computeMatchScore, MATCH_SCORE_VERSION, type MatchSide } from '../../lib/signals/match-score.ts';
+import { interactionAllowed, type Network } from '../../lib/network/config.ts';
+import { fetchIndexEntries, SearchRejectedError, SearchUnavailableError, type IndexEntry } from '../../lib/clients/search-client.ts';
 import { HttpError, type FieldErrors } from '../http/errors.ts';
 import { parse, summarise } from '../http/validation.ts';
 

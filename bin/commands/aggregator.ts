@@ -1,7 +1,7 @@
 /** `ldp aggregator create` and `ldp token`: aggregators and their bearer tokens (built-in issuer). */
-import { createAggregator, findAggregator } from '../../lib/aggregators.ts';
-import { withTransaction } from '../../lib/db.ts';
-import { ROLES } from '../../lib/tokens.ts';
+import { createAggregator, findAggregator } from '../../lib/aggregator/aggregators.ts';
+import { withTransaction } from '../../lib/platform/db.ts';
+import { ROLES } from '../../lib/platform/tokens.ts';
 import { CliError, withPlatformContext } from '../command-context.ts';
 
 const list = (value: string) => value.split(',').map((s) => s.trim()).filter(Boolean);

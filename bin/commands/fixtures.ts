@@ -3,7 +3,7 @@ import { createWriteStream } from 'node:fs';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { stringify } from 'csv-stringify';
-import { generateSeekers, loadPlaces, SEEKER_COLUMNS, sharedPlaceFiles } from '../../lib/fixtures/seekers.ts';
+import { generateSeekers, loadPlaces, SEEKER_COLUMNS, sharedPlaceFiles } from '../../lib/aggregator/fixtures/seekers.ts';
 import { CliError } from '../command-context.ts';
 
 function rate(name: string, value: string): number {

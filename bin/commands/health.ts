@@ -3,9 +3,9 @@
  * (with the reason on stderr), for container healthchecks (docker-compose.yml).
  */
 import os from 'node:os';
-import { serviceUrls } from '../../lib/config.ts';
-import { createPool } from '../../lib/db.ts';
-import { readInstance } from '../../lib/instance.ts';
+import { serviceUrls } from '../../lib/platform/config.ts';
+import { createPool } from '../../lib/platform/db.ts';
+import { readInstance } from '../../lib/platform/instance.ts';
 import { workerAlive } from '../../workers/heartbeat.ts';
 import { CliError, cliConfig } from '../command-context.ts';
 import { parseServices } from './start.ts';

@@ -1,5 +1,5 @@
 /** `ldp keys create|revoke|list --service signals|search`: API keys of the signals and search services. */
-import { createApiKey, KEY_SERVICES, listApiKeys, revokeApiKey, type KeyService } from '../../lib/api-keys.ts';
+import { createApiKey, KEY_SERVICES, listApiKeys, revokeApiKey, type KeyService } from '../../lib/platform/api-keys.ts';
 import { CliError, withPlatformContext } from '../command-context.ts';
 
 function service(name: string): KeyService {

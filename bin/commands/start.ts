@@ -5,9 +5,9 @@
  * SIGINT/SIGTERM: stop taking requests, let running jobs finish within SHUTDOWN_TIMEOUT_MS, close
  * the pool, stop the embedded PostgreSQL cleanly. A second signal exits at once.
  */
-import { ConfigError, loadConfig } from '../../lib/config.ts';
-import { removeInstance, writeInstance } from '../../lib/instance.ts';
-import { createLogger } from '../../lib/logger.ts';
+import { ConfigError, loadConfig } from '../../lib/platform/config.ts';
+import { removeInstance, writeInstance } from '../../lib/platform/instance.ts';
+import { createLogger } from '../../lib/platform/logger.ts';
 import { SERVICES } from '../../api/server.ts';
 import type { ServiceName } from '../../api/http/service-app.ts';
 import { CliError } from '../command-context.ts';

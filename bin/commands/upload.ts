@@ -15,10 +15,10 @@ import { createInterface } from 'node:readline/promises';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import cliProgress from 'cli-progress';
-import { findAggregator } from '../../lib/aggregators.ts';
-import type { BulkUploadJson } from '../../lib/bulk/upload-jobs.ts';
-import { serviceUrls } from '../../lib/config.ts';
-import { readInstance } from '../../lib/instance.ts';
+import { findAggregator } from '../../lib/aggregator/aggregators.ts';
+import type { BulkUploadJson } from '../../lib/aggregator/bulk/upload-jobs.ts';
+import { serviceUrls } from '../../lib/platform/config.ts';
+import { readInstance } from '../../lib/platform/instance.ts';
 import { CliError, cliConfig, withPlatformContext } from '../command-context.ts';
 
 export interface UploadOptions {

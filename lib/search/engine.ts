@@ -3,10 +3,9 @@
  * migration (with the HNSW index for the provider's dimension count ensured once), and a cache of
  * query-text embeddings. Built on first use per platform context.
  */
-import type { PlatformContext } from '../context.ts';
-import { withTransaction } from '../db.ts';
-import type { EmbeddingProvider } from '../embeddings/index.ts';
-import type { Network } from '../network.ts';
+import { withTransaction, type Pool } from '../platform/db.ts';
+import type { EmbeddingProvider } from './embeddings/index.ts';
+import type { Network } from '../network/config.ts';
 import type { SearchEngine } from './query.ts';
 import { ensureVectorIndex, readVectorBackend, type SqlRunner, type VectorBackendName } from './vector-backend.ts';
 
@@ -38,13 +37,21 @@ export function createSearchEngine(parts: {
   };
 }
 
-const engines = new WeakMap<PlatformContext, Promise<SearchEngine>>();
+/** What building an engine needs of a process (the platform context satisfies it). */
+export interface SearchEngineDeps {
+  pool: Pool;
+  network: Network;
+  /** The process's embedding provider (created once, shared). */
+  embeddings(): Promise<EmbeddingProvider>;
+}
+
+const engines = new WeakMap<SearchEngineDeps, Promise<SearchEngine>>();
 
 /**
  * The engine of `ctx`, built on first call (a failed build is retried on the next call).
  * @throws Error when the provider cannot be created or the index schema is missing.
  */
-export function searchEngine(ctx: PlatformContext): Promise<SearchEngine> {
+export function searchEngine(ctx: SearchEngineDeps): Promise<SearchEngine> {
   let engine = engines.get(ctx);
   if (!engine) {
     engine = (async () => {
@@ -63,7 +70,7 @@ export function searchEngine(ctx: PlatformContext): Promise<SearchEngine> {
  * Readiness checks of the search service for `/ready`: the embedding provider (transformers with
  * its model, or hashing and why the model did not load) and the vector backend (pgvector | exact).
  */
-export async function searchReadiness(ctx: PlatformContext): Promise<Record<string, { ok: boolean; [detail: string]: unknown }>> {
+export async function searchReadiness(ctx: SearchEngineDeps): Promise<Record<string, { ok: boolean; [detail: string]: unknown }>> {
   try {
     const { provider, backend } = await searchEngine(ctx);
     return {

@@ -10,7 +10,7 @@
  *   the texts in `value`, ignoring case;
  * - gt, gte, lt, lte: numeric fields compare numbers, string fields compare text (code-point order).
  */
-import type { Domain, FieldInfo } from '../network.ts';
+import type { Domain, FieldInfo } from '../network/config.ts';
 import { MAX_FILTER_VALUES, type FilterOp } from './request.ts';
 
 export interface ResolvedFilter {

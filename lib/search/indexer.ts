@@ -11,13 +11,13 @@
  *   is remembered (`search.retired_items`) so a late older snapshot cannot bring them back.
  */
 import { createHash } from 'node:crypto';
-import type { Pool } from '../db.ts';
-import { withTransaction } from '../db.ts';
-import type { EmbeddingProvider, ModelVersion } from '../embeddings/index.ts';
-import type { ItemRecord } from '../items.ts';
-import type { Logger } from '../logger.ts';
-import type { Network } from '../network.ts';
-import { searchText } from '../search-text.ts';
+import type { Pool } from '../platform/db.ts';
+import { withTransaction } from '../platform/db.ts';
+import type { EmbeddingProvider, ModelVersion } from './embeddings/index.ts';
+import type { ItemRecord } from '../network/items.ts';
+import type { Logger } from '../platform/logger.ts';
+import type { Network } from '../network/config.ts';
+import { searchText } from '../network/search-text.ts';
 
 export interface IndexOutcome {
   /** Rows inserted or updated. */

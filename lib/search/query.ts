@@ -19,12 +19,12 @@
  * Relevance compares only vectors of the provider's model version: during a re-index after a model
  * change, items not yet re-embedded cannot be ranked (or matched by similarity) until they are.
  */
-import type { EmbeddingProvider } from '../embeddings/index.ts';
-import { sameModelVersion } from '../embeddings/index.ts';
-import type { ItemRecord } from '../items.ts';
-import { interactionAllowed, type Network } from '../network.ts';
+import type { EmbeddingProvider } from './embeddings/index.ts';
+import { sameModelVersion } from './embeddings/index.ts';
+import type { ItemRecord } from '../network/items.ts';
+import { interactionAllowed, type Network } from '../network/config.ts';
 import { filterSql, resolveFilter, type ResolvedFilter } from './filters.ts';
-import { boundingBox, fromCoordinates, type GeoPoint } from './geo.ts';
+import { boundingBox, fromCoordinates, type GeoPoint } from '../network/geo.ts';
 import { DEFAULT_LIMIT, DEFAULT_VERSION, SearchError, type SearchBody, type SortOrder } from './request.ts';
 import { hnswSettings, sameModelSql, vectorSql, type SqlRunner, type VectorBackendName, type VectorSql } from './vector-backend.ts';
 

@@ -10,7 +10,7 @@
  * `sameModelSql`); the query builder (lib/search/query.ts) takes
  * its SQL fragments from here, so one code path serves both.
  */
-import type { ModelVersion } from '../embeddings/index.ts';
+import type { ModelVersion } from './embeddings/index.ts';
 
 export type VectorBackendName = 'pgvector' | 'exact';
 

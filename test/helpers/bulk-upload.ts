@@ -4,7 +4,7 @@
  */
 import { stringify } from 'csv-stringify/sync';
 import request from 'supertest';
-import type { BulkUploadJson } from '../../lib/bulk/upload-jobs.ts';
+import type { BulkUploadJson } from '../../lib/aggregator/bulk/upload-jobs.ts';
 import type { TestPlatform } from './platform.ts';
 
 /** A CSV (RFC 4180, CRLF) of `rows` under `header`. */

@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { expect } from 'vitest';
-import type { Queryable } from '../../lib/db.ts';
+import type { Queryable } from '../../lib/platform/db.ts';
 
 export const PLACES = {
   karora: { lat: 29.6574, lng: 76.5421 },

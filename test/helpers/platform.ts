@@ -8,11 +8,11 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { inject } from 'vitest';
-import { createApiKey, type KeyService } from '../../lib/api-keys.ts';
-import { createAggregator } from '../../lib/aggregators.ts';
-import { loadConfig, type Config } from '../../lib/config.ts';
-import { withTransaction } from '../../lib/db.ts';
-import { createLogger, type Logger } from '../../lib/logger.ts';
+import { createApiKey, type KeyService } from '../../lib/platform/api-keys.ts';
+import { createAggregator } from '../../lib/aggregator/aggregators.ts';
+import { loadConfig, type Config } from '../../lib/platform/config.ts';
+import { withTransaction } from '../../lib/platform/db.ts';
+import { createLogger, type Logger } from '../../lib/platform/logger.ts';
 import type { ServiceName } from '../../api/http/service-app.ts';
 import { startPlatform, type PlatformHandle } from '../../bin/platform.ts';
 

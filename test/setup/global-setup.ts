@@ -7,10 +7,10 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
-import { startEmbeddedPostgres } from '../../lib/embedded-postgres.ts';
-import { createPool } from '../../lib/db.ts';
-import { migrate } from '../../lib/migrate.ts';
-import { freePort } from '../../lib/free-port.ts';
+import { startEmbeddedPostgres } from '../../lib/platform/embedded-postgres.ts';
+import { createPool } from '../../lib/platform/db.ts';
+import { migrate } from '../../lib/platform/migrate.ts';
+import { freePort } from '../../lib/platform/free-port.ts';
 
 export const TEMPLATE_DB = 'ldp_template';
 

@@ -1,0 +1,259 @@
+/**
+ * Turning one table row into a typed, validated participant: cells are coerced by the schema's
+ * field kinds (lib/network.ts FieldInfo), then the profile is validated with the domain's compiled
+ * Ajv validator (allErrors), and every problem of the row is reported, one FieldError per field.
+ *
+ * Coercion rules (an empty cell is an absent field):
+ * - number: `12`, `-0.5`, `1e3`, thousands grouped with commas (`1,234.5`, Indian `1,23,456`), or
+ *   one decimal comma when it cannot be a grouping (`29,657368` → 29.657368, but `1,234` → 1234);
+ *   anything else (`12abc`, `1 234`, `0x10`) is an error. integer: a number without fraction.
+ * - boolean: true/false, yes/no, y/n, 1/0 (any case; Excel's TRUE/FALSE).
+ * - enum: matched without case, spaces or punctuation, stored in its canonical spelling
+ *   (`transport / admin` → `Transport/Admin`, `Tamilnadu` → `Tamil Nadu`).
+ * - array: split on the network's `csv_array_delimiter`, items trimmed, empty items dropped,
+ *   each item coerced by the item kind.
+ * - phone (`x-identity: phone`): E.164 through libphonenumber-js with the `max` metadata (precise
+ *   per-country number plans), `network.defaultPhoneRegion` for numbers without a country code.
+ * - e-mail (`x-identity: email`): lower-cased.
+ */
+import type { ErrorObject } from 'ajv';
+import { parsePhoneNumberFromString, type CountryCode } from 'libphonenumber-js/max';
+import type { Domain, FieldInfo, FieldKind, Network } from '../../network/config.ts';
+import { normalizeHeader, type ColumnMapping } from './header-match.ts';
+import { columnLetter } from './table.ts';
+
+export interface FieldError {
+  field: string;
+  message: string;
+}
+
+export interface CoercedParticipant {
+  /** Every mapped field with a value, typed per schema (identity fields included). */
+  profile: Record<string, unknown>;
+  /** Phone in E.164, e-mail lower-cased. */
+  identity: { name?: string; phone?: string; email?: string };
+  /** The x-external-id field's value. */
+  externalId?: string;
+  /** From the x-location fields when both are present. */
+  locations: { lat: number; lng: number; label?: string }[];
+}
+
+export type RowOutcome = { ok: true; participant: CoercedParticipant } | { ok: false; errors: FieldError[] };
+
+/** A value that could not be coerced, with the message saying why. */
+class Bad {
+  constructor(readonly message: string) {}
+}
+type Converter = (raw: string) => unknown;
+
+const PLAIN_NUMBER = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
+const GROUPED_NUMBER = /^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$/;
+const INDIAN_GROUPED_NUMBER = /^[+-]?\d{1,2}(?:,\d{2})*,\d{3}(?:\.\d+)?$/;
+const DECIMAL_COMMA_NUMBER = /^[+-]?\d+,\d+$/;
+const BOOLEANS = new Map<string, boolean>([
+  ['true', true], ['yes', true], ['y', true], ['1', true],
+  ['false', false], ['no', false], ['n', false], ['0', false],
+]);
+const MAX_SHOWN = 60;
+
+/**
+ * Compiles the coercion of rows mapped by `mapping` (from `matchHeaders` for `domain`). Compile
+ * once per job; the returned function is called per row, never throws for bad data, and reports
+ * every field error of the row (coercion and schema errors together, one per field and rule).
+ * @throws Error when `mapping` names a field `domain` does not have (a programming error).
+ */
+export function createRowCoercer(network: Network, domain: Domain, mapping: ColumnMapping): (values: string[]) => RowOutcome {
+  const fields = new Map(domain.fields.map((f) => [f.name, f]));
+  const columns = mapping.columns.map(({ index, field: name }) => {
+    const field = fields.get(name);
+    if (!field) throw new Error(`column mapping names "${name}", which is not a field of ${domain.name}`);
+    return { index, name, convert: converter(network, field) };
+  });
+  const unnamed = mapping.unnamed ?? [];
+  const width = mapping.width ?? Infinity;
+  const external = domain.fields.find((f) => f.externalId)?.name;
+  const latitude = domain.fields.find((f) => f.location === 'latitude')?.name;
+  const longitude = domain.fields.find((f) => f.location === 'longitude')?.name;
+  const identity = {
+    name: domain.fields.find((f) => f.identity === 'name')?.name,
+    phone: domain.fields.find((f) => f.identity === 'phone')?.name,
+    email: domain.fields.find((f) => f.identity === 'email')?.name,
+  };
+
+  return (values) => {
+    const profile: Record<string, unknown> = {};
+    let errors: FieldError[] | null = null;
+    for (let c = 0; c < columns.length; c++) {
+      const column = columns[c];
+      const raw = values[column.index];
+      if (raw === undefined || raw === '') continue;
+      const value = column.convert(raw);
+      if (value instanceof Bad) (errors ??= []).push({ field: column.name, message: value.message });
+      else if (value !== undefined) profile[column.name] = value;
+    }
+    for (let i = 0; i < unnamed.length; i++) {
+      if (values[unnamed[i]]) (errors ??= []).push(strayCell(unnamed[i], values[unnamed[i]]));
+    }
+    for (let i = width; i < values.length; i++) {
+      if (values[i]) (errors ??= []).push(strayCell(i, values[i]));
+    }
+    if (latitude && longitude && (profile[latitude] === undefined) !== (profile[longitude] === undefined)) {
+      const [given, missing] = profile[latitude] === undefined ? [longitude, latitude] : [latitude, longitude];
+      if (!errors?.some((e) => e.field === missing)) (errors ??= []).push({ field: missing, message: `${missing} is required when ${given} is given` });
+    }
+    if (!domain.validate(profile)) errors = schemaErrors(domain, fields, profile, domain.validate.errors ?? [], errors ?? []);
+    if (errors) return { ok: false, errors };
+
+    const participant: CoercedParticipant = { profile, identity: {}, locations: [] };
+    if (identity.name && profile[identity.name] !== undefined) participant.identity.name = profile[identity.name] as string;
+    if (identity.phone && profile[identity.phone] !== undefined) participant.identity.phone = profile[identity.phone] as string;
+    if (identity.email && profile[identity.email] !== undefined) participant.identity.email = profile[identity.email] as string;
+    if (external && profile[external] !== undefined) participant.externalId = String(profile[external]);
+    if (latitude && longitude && profile[latitude] !== undefined) {
+      participant.locations.push({ lat: profile[latitude] as number, lng: profile[longitude] as number });
+    }
+    return { ok: true, participant };
+  };
+}
+
+/** The converter of one field: raw trimmed text → typed value, or Bad. */
+function converter(network: Network, field: FieldInfo): Converter {
+  if (field.identity === 'phone') return phoneConverter(field, network.defaultPhoneRegion as CountryCode);
+  if (field.identity === 'email') return (raw) => raw.toLowerCase();
+  if (field.kind !== 'array') return scalarConverter(field.name, field.kind, field.enum);
+  const item = scalarConverter(field.name, field.itemKind ?? 'string', field.enum);
+  const delimiter = network.csvArrayDelimiter;
+  return (raw) => {
+    const items: unknown[] = [];
+    const bad: string[] = [];
+    for (const part of raw.split(delimiter)) {
+      const text = part.trim();
+      if (text === '') continue;
+      const value = item(text);
+      if (value instanceof Bad) bad.push(value.message);
+      else items.push(value);
+    }
+    if (bad.length > 0) return new Bad(bad.join('; '));
+    return items.length > 0 ? items : undefined;
+  };
+}
+
+function scalarConverter(name: string, kind: Exclude<FieldKind, 'array'>, allowed: (string | number)[] | undefined): Converter {
+  if (allowed) return enumConverter(name, kind, allowed);
+  switch (kind) {
+    case 'string':
+      return (raw) => raw;
+    case 'number':
+      return (raw) => {
+        const n = parseNumber(raw);
+        return n === null ? new Bad(`${name} must be a number (got ${shown(raw)})`) : n;
+      };
+    case 'integer':
+      return (raw) => {
+        const n = parseNumber(raw);
+        return n === null || !Number.isInteger(n) ? new Bad(`${name} must be a whole number (got ${shown(raw)})`) : n;
+      };
+    case 'boolean':
+      return (raw) => BOOLEANS.get(raw.toLowerCase()) ?? new Bad(`${name} must be yes or no (or true/false, 1/0; got ${shown(raw)})`);
+  }
+}
+
+/** Matches a closed set exactly, then without case, spaces or punctuation; stores the canonical value. */
+function enumConverter(name: string, kind: Exclude<FieldKind, 'array'>, allowed: (string | number)[]): Converter {
+  const exact = new Map<string, string | number>();
+  const loose = new Map<string, string | number | null>();
+  for (const value of allowed) {
+    exact.set(String(value), value);
+    exact.set(String(value).toLowerCase(), value);
+    const key = normalizeHeader(String(value));
+    loose.set(key, loose.has(key) && loose.get(key) !== value ? null : value);
+  }
+  const message = `must be one of ${allowed.join(', ')}`;
+  return (raw) => {
+    const value = exact.get(raw) ?? exact.get(raw.toLowerCase()) ?? loose.get(normalizeHeader(raw))
+      ?? (kind === 'string' ? undefined : exact.get(String(parseNumber(raw))));
+    return value ?? new Bad(`${name} ${message} (got ${shown(raw)})`);
+  };
+}
+
+function phoneConverter(field: FieldInfo, region: CountryCode): Converter {
+  const example = typeof field.examples[0] === 'string' ? `, e.g. ${field.examples[0]}` : '';
+  return (raw) => {
+    const phone = parsePhoneNumberFromString(raw, region);
+    return phone?.isValid() ? phone.number : new Bad(`${field.name} must be a valid phone number${example} (got ${shown(raw)})`);
+  };
+}
+
+/** A number in one of the accepted notations (see the module comment), or null. */
+export function parseNumber(raw: string): number | null {
+  let text = raw;
+  if (!PLAIN_NUMBER.test(text)) {
+    if (GROUPED_NUMBER.test(text) || INDIAN_GROUPED_NUMBER.test(text)) text = text.replaceAll(',', '');
+    else if (DECIMAL_COMMA_NUMBER.test(text)) text = text.replace(',', '.');
+    else return null;
+  }
+  const n = Number(text);
+  return Number.isFinite(n) ? n : null;
+}
+
+function strayCell(index: number, value: string): FieldError {
+  const column = `column ${columnLetter(index)}`;
+  return { field: column, message: `${column} has no header, so its value ${shown(value)} would be lost; add a header or clear the cell` };
+}
+
+/** Ajv errors as one human message per field and rule, leaving out fields that already failed coercion. */
+function schemaErrors(domain: Domain, fields: Map<string, FieldInfo>, profile: Record<string, unknown>, ajvErrors: ErrorObject[], errors: FieldError[]): FieldError[] {
+  const failed = new Set(errors.map((e) => e.field));
+  const seen = new Set<string>();
+  for (const err of ajvErrors) {
+    const path = err.instancePath.split('/').slice(1).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+    const name = err.keyword === 'required' ? (err.params as { missingProperty: string }).missingProperty : path[0] ?? '(row)';
+    const key = `${name}\u0000${err.keyword}`;
+    if (failed.has(name) || seen.has(key)) continue;
+    seen.add(key);
+    const isItem = path.length > 1;
+    const value = isItem ? (profile[name] as unknown[])[Number(path[1])]
+      : err.keyword === 'uniqueItems' ? (profile[name] as unknown[])[(err.params as { j: number }).j] : profile[name];
+    errors.push({ field: name, message: schemaMessage(domain, fields.get(name), name, err, value, isItem) });
+  }
+  return errors;
+}
+
+function schemaMessage(domain: Domain, field: FieldInfo | undefined, name: string, err: ErrorObject, value: unknown, isItem: boolean): string {
+  const params = err.params as Record<string, any>;
+  const got = value === undefined || Array.isArray(value) ? '' : ` (got ${shown(String(value))})`;
+  const subject = isItem ? `each value of ${name}` : name;
+  switch (err.keyword) {
+    case 'required':
+      return `${name} is required`;
+    case 'enum':
+      return `${subject} must be one of ${params.allowedValues.join(', ')}${got}`;
+    case 'minimum':
+    case 'maximum':
+    case 'exclusiveMinimum':
+    case 'exclusiveMaximum':
+      if (field?.minimum !== undefined && field.maximum !== undefined) return `${name} must be between ${field.minimum} and ${field.maximum}${got}`;
+      return `${name} must be ${err.keyword.endsWith('inimum') ? 'at least' : 'at most'} ${params.limit}${got}`;
+    case 'minLength':
+      return `${subject} must have at least ${params.limit} characters${got}`;
+    case 'maxLength':
+      return `${subject} must be at most ${params.limit} characters long${got}`;
+    case 'format':
+      return `${name} must be a valid ${params.format === 'email' ? 'e-mail address' : params.format}${got}`;
+    case 'minItems':
+      return `${name} must have at least ${params.limit} value${params.limit === 1 ? '' : 's'}`;
+    case 'maxItems':
+      return `${name} must have at most ${params.limit} values`;
+    case 'uniqueItems':
+      return `${name} must not repeat a value${got.replace('got', 'repeated:')}`;
+    case 'additionalProperties':
+      return `${params.additionalProperty} is not a field of ${domain.name} participants`;
+    default:
+      return `${subject} ${err.message ?? 'is invalid'}${got}`;
+  }
+}
+
+/** A value quoted for a message, shortened when long. */
+function shown(value: string): string {
+  return JSON.stringify(value.length > MAX_SHOWN ? `${value.slice(0, MAX_SHOWN)}…` : value);
+}

@@ -1,0 +1,183 @@
+/**
+ * Bulk-upload jobs (spec "Bulk-upload job"; table aggregator.bulk_uploads): creating, reading,
+ * starting and ending them, shared by the aggregator API and the bulk-upload tasks.
+ *
+ * Statuses: pending → running (POST …/start, attested) → completed | failed. `running` and
+ * `completed` answer a repeated start unchanged; `failed` (a file-level problem) is final.
+ */
+import type { Pool, PoolClient, Queryable } from '../../platform/db.ts';
+import { withTransaction } from '../../platform/db.ts';
+import { enqueue } from '../../platform/jobs.ts';
+import type { Domain } from '../../network/config.ts';
+import type { TableFormat } from './table.ts';
+
+export const BULK_UPLOAD_STATUSES = ['pending', 'running', 'completed', 'failed'] as const;
+export type BulkUploadStatus = (typeof BULK_UPLOAD_STATUSES)[number];
+
+/** Task identifiers (tasks/bulk-upload-*.ts). */
+export const STAGE_TASK = 'bulk-upload-stage';
+export const CHUNK_TASK = 'bulk-upload-chunk';
+export const FINISH_TASK = 'bulk-upload-finish';
+
+/** Payload of STAGE_TASK and FINISH_TASK. */
+export interface UploadPayload {
+  upload_id: string;
+}
+
+/** Payload of CHUNK_TASK. */
+export interface ChunkPayload {
+  upload_id: string;
+  chunk_index: number;
+}
+
+/** A job as the API returns it: the spec's fields plus ours (file, attestation, progress). */
+export interface BulkUploadJson {
+  upload_id: string;
+  status: BulkUploadStatus;
+  status_reason: string | null;
+  participant_type: string;
+  total_rows: number | null;
+  passed: number;
+  failed: number;
+  skipped: number;
+  errors_csv_object_key: string | null;
+  schema_id: string;
+  schema_version: string;
+  created_at: string;
+  completed_at: string | null;
+  file_name: string | null;
+  file_format: TableFormat;
+  file_size_bytes: number;
+  column_map: Record<string, string | null> | null;
+  created_by: string;
+  attested_by: string | null;
+  attested_at: string | null;
+  started_at: string | null;
+  encoding: string | null;
+  sheet: string | null;
+  /** Rows with an outcome so far (passed + failed + skipped). */
+  processed_rows: number;
+  updated_at: string;
+}
+
+/** The job as stored, for the tasks. */
+export interface BulkUploadRecord extends BulkUploadJson {
+  aggregator_id: string;
+  org_id: string;
+  file_object_key: string;
+  headers: string[] | null;
+  staged_at: string | null;
+  chunk_count: number | null;
+  chunks_done: number;
+}
+
+const iso = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS ${column}`;
+
+const JSON_COLUMNS = `upload_id, status, status_reason, participant_type, total_rows, passed, failed, skipped,
+  errors_csv_object_key, schema_id, schema_version, ${iso('created_at')}, ${iso('completed_at')}, file_name, file_format,
+  file_size_bytes, column_map, created_by, attested_by, ${iso('attested_at')}, ${iso('started_at')}, encoding, sheet,
+  passed + failed + skipped AS processed_rows, ${iso('updated_at')}`;
+
+const RECORD_COLUMNS = `${JSON_COLUMNS}, aggregator_id, org_id, file_object_key, headers, ${iso('staged_at')}, chunk_count, chunks_done`;
+
+function toJson(record: BulkUploadRecord): BulkUploadJson {
+  const { aggregator_id: _a, org_id: _o, file_object_key: _k, headers: _h, staged_at: _s, chunk_count: _c, chunks_done: _d, ...json } = record;
+  return json;
+}
+
+/** Object key of an upload's stored file (its format is recorded in the job, from its content). */
+export function sourceObjectKey(aggregatorId: string, uploadId: string): string {
+  return `bulk-uploads/${aggregatorId}/${uploadId}/source`;
+}
+
+/** Object key of an upload's error report. */
+export function errorReportObjectKey(aggregatorId: string, uploadId: string): string {
+  return `bulk-uploads/${aggregatorId}/${uploadId}/errors.csv`;
+}
+
+/** Records a new pending job for a file already stored under `fileObjectKey`. */
+export async function createBulkUpload(db: Queryable, input: {
+  uploadId: string;
+  aggregatorId: string;
+  orgId: string;
+  domain: Domain;
+  createdBy: string;
+  fileName: string | null;
+  format: TableFormat;
+  sizeBytes: number;
+  fileObjectKey: string;
+  columnMap: Record<string, string | null> | null;
+}): Promise<BulkUploadJson> {
+  const { rows } = await db.query<BulkUploadRecord>(
+    `INSERT INTO aggregator.bulk_uploads (upload_id, aggregator_id, org_id, participant_type, schema_id, schema_version,
+       file_name, file_format, file_size_bytes, file_object_key, column_map, created_by)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+     RETURNING ${RECORD_COLUMNS}`,
+    [input.uploadId, input.aggregatorId, input.orgId, input.domain.name, input.domain.schemaId, input.domain.schemaVersion,
+      input.fileName, input.format, input.sizeBytes, input.fileObjectKey,
+      input.columnMap === null ? null : JSON.stringify(input.columnMap), input.createdBy]);
+  return toJson(rows[0]);
+}
+
+/** The job `uploadId` of `aggregatorId` (as the API shows it), or null. */
+export async function getBulkUpload(db: Queryable, aggregatorId: string, uploadId: string): Promise<BulkUploadJson | null> {
+  const { rows } = await db.query<BulkUploadRecord>(
+    `SELECT ${RECORD_COLUMNS} FROM aggregator.bulk_uploads WHERE upload_id = $1 AND aggregator_id = $2`, [uploadId, aggregatorId]);
+  return rows[0] ? toJson(rows[0]) : null;
+}
+
+/** The full record of job `uploadId` (for tasks); `forUpdate` locks it in the caller's transaction. */
+export async function loadBulkUpload(db: Queryable, uploadId: string, forUpdate = false): Promise<BulkUploadRecord | null> {
+  const { rows } = await db.query<BulkUploadRecord>(
+    `SELECT ${RECORD_COLUMNS} FROM aggregator.bulk_uploads WHERE upload_id = $1${forUpdate ? ' FOR UPDATE' : ''}`, [uploadId]);
+  return rows[0] ?? null;
+}
+
+/** One page of the jobs of `aggregatorId`, newest first, and how many there are in all. */
+export async function listBulkUploads(db: Queryable, aggregatorId: string, page: { page: number; limit: number }): Promise<{ jobs: BulkUploadJson[]; total: number }> {
+  const [{ rows }, { rows: [count] }] = await Promise.all([
+    db.query<BulkUploadRecord>(
+      `SELECT ${RECORD_COLUMNS} FROM aggregator.bulk_uploads WHERE aggregator_id = $1
+        ORDER BY created_at DESC, upload_id DESC LIMIT $2 OFFSET $3`,
+      [aggregatorId, page.limit, (page.page - 1) * page.limit]),
+    db.query<{ total: number }>('SELECT count(*) AS total FROM aggregator.bulk_uploads WHERE aggregator_id = $1', [aggregatorId]),
+  ]);
+  return { jobs: rows.map(toJson), total: count.total };
+}
+
+export type StartOutcome =
+  | { outcome: 'started' | 'unchanged'; job: BulkUploadJson }
+  | { outcome: 'failed'; job: BulkUploadJson }
+  | { outcome: 'not_found' };
+
+/**
+ * Moves a pending job of `aggregatorId` to running, recording the attestation (`attestedBy`, now),
+ * and enqueues its staging task in the same transaction. A running or completed job is returned
+ * unchanged (spec: idempotent); a failed one is reported as such.
+ */
+export async function startBulkUpload(pool: Pool, aggregatorId: string, uploadId: string, attestedBy: string): Promise<StartOutcome> {
+  return withTransaction(pool, async (client) => {
+    const { rows } = await client.query<BulkUploadRecord>(
+      `UPDATE aggregator.bulk_uploads
+          SET status = 'running', attested_by = $3, attested_at = now(), started_at = now(), updated_at = now()
+        WHERE upload_id = $1 AND aggregator_id = $2 AND status = 'pending'
+        RETURNING ${RECORD_COLUMNS}`, [uploadId, aggregatorId, attestedBy]);
+    if (rows[0]) {
+      await enqueue(client, { task: STAGE_TASK, payload: { upload_id: uploadId } satisfies UploadPayload, jobKey: `${STAGE_TASK}:${uploadId}` });
+      return { outcome: 'started', job: toJson(rows[0]) };
+    }
+    const job = await getBulkUpload(client, aggregatorId, uploadId);
+    if (!job) return { outcome: 'not_found' };
+    return { outcome: job.status === 'failed' ? 'failed' : 'unchanged', job };
+  });
+}
+
+/**
+ * Ends a running job as failed with `reason` (a file-level problem, shown to the operator).
+ * Nothing has been onboarded at that point: staging reads the whole file before any row is.
+ */
+export async function failBulkUpload(client: PoolClient | Pool, uploadId: string, reason: string): Promise<void> {
+  await client.query(
+    `UPDATE aggregator.bulk_uploads SET status = 'failed', status_reason = $2, completed_at = now(), updated_at = now()
+      WHERE upload_id = $1 AND status = 'running'`, [uploadId, reason.slice(0, 2000)]);
+}

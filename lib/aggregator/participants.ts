@@ -1,0 +1,192 @@
+/**
+ * Participants of an aggregator (aggregator schema): how a coerced participant is stored (identity
+ * encrypted, blind indexes for duplicates: DESIGN.md "Data rules"), found again by phone, e-mail or
+ * external id, and turned into the item pushed to signals.
+ */
+import { v5 as uuidv5 } from 'uuid';
+import type { PiiCrypto } from '../platform/crypto.ts';
+import type { PoolClient, Queryable } from '../platform/db.ts';
+import type { ItemInput, LifecycleStatus } from '../network/items.ts';
+import type { Domain, Network } from '../network/config.ts';
+import type { CoercedParticipant } from './bulk/row-coercion.ts';
+
+/**
+ * The participant (and item) id of the participant onboarded from row `rowNumber` of bulk upload
+ * `uploadId`: a UUID v5 (RFC 9562 §5.5) named by the row number in the upload's namespace, so a
+ * retried chunk creates and pushes the very same ids again instead of new ones.
+ */
+export function bulkParticipantId(uploadId: string, rowNumber: number): string {
+  return uuidv5(String(rowNumber), uploadId);
+}
+
+/** The keys that make two participants of one aggregator the same participant. */
+export interface ParticipantKeys {
+  /** HMAC blind index of the E.164 phone. */
+  phoneIndex?: Buffer;
+  /** HMAC blind index of the lower-cased e-mail. */
+  emailIndex?: Buffer;
+  externalId?: string;
+}
+
+/** Blind indexes (lib/crypto.ts `blindIndex('phone' | 'email', …)`) and external id of `p`. */
+export function participantKeys(pii: PiiCrypto, p: CoercedParticipant): ParticipantKeys {
+  return {
+    phoneIndex: p.identity.phone ? pii.blindIndex('phone', p.identity.phone) : undefined,
+    emailIndex: p.identity.email ? pii.blindIndex('email', p.identity.email) : undefined,
+    externalId: p.externalId,
+  };
+}
+
+/** A stored participant that already holds one of the keys looked up. */
+export interface RegisteredParticipant {
+  participant_id: string;
+  bulk_upload_id: string | null;
+  row_number: number | null;
+  phone_index: Buffer | null;
+  email_index: Buffer | null;
+  external_id: string | null;
+}
+
+/** Which stored participant holds each key (maps keyed by hex blind index / external id). */
+export interface RegisteredKeys {
+  phone: Map<string, RegisteredParticipant>;
+  email: Map<string, RegisteredParticipant>;
+  externalId: Map<string, RegisteredParticipant>;
+}
+
+/**
+ * Finds the participants of `aggregatorId` that already hold any of `keys` (phone and e-mail
+ * across all domains, external id within `domain`), in one query.
+ */
+export async function findRegistered(db: Queryable, aggregatorId: string, domain: string, keys: ParticipantKeys[]): Promise<RegisteredKeys> {
+  const phones = keys.flatMap((k) => (k.phoneIndex ? [k.phoneIndex] : []));
+  const emails = keys.flatMap((k) => (k.emailIndex ? [k.emailIndex] : []));
+  const externalIds = keys.flatMap((k) => (k.externalId !== undefined ? [k.externalId] : []));
+  const found: RegisteredKeys = { phone: new Map(), email: new Map(), externalId: new Map() };
+  if (!phones.length && !emails.length && !externalIds.length) return found;
+  const { rows } = await db.query<RegisteredParticipant>(
+    `SELECT participant_id, bulk_upload_id, row_number, phone_index, email_index, external_id
+       FROM aggregator.participants
+      WHERE aggregator_id = $1
+        AND (phone_index = ANY($2::bytea[]) OR email_index = ANY($3::bytea[])
+             OR (domain = $4 AND external_id = ANY($5::text[])))`,
+    [aggregatorId, phones, emails, domain, externalIds]);
+  const phoneSet = new Set(phones.map((b) => b.toString('hex')));
+  const emailSet = new Set(emails.map((b) => b.toString('hex')));
+  const externalSet = new Set(externalIds);
+  for (const r of rows) {
+    const phone = r.phone_index?.toString('hex');
+    const email = r.email_index?.toString('hex');
+    if (phone && phoneSet.has(phone)) found.phone.set(phone, r);
+    if (email && emailSet.has(email)) found.email.set(email, r);
+    if (r.external_id !== null && externalSet.has(r.external_id)) found.externalId.set(r.external_id, r);
+  }
+  return found;
+}
+
+/** A participant ready to be stored. */
+export interface NewParticipant {
+  participantId: string;
+  participant: CoercedParticipant;
+  keys: ParticipantKeys;
+  /**
+   * Set when the participant is stored in the transaction that pushes it to signals: the status
+   * signals is expected to answer (its go-live rules, `goLiveStatus`); the push's actual answer is
+   * recorded with `recordLifecycle` before the transaction commits. Unset: not pushed yet.
+   */
+  lifecycleStatus?: LifecycleStatus;
+  bulkUploadId?: string;
+  rowNumber?: number;
+}
+
+/**
+ * Inserts `participants` of one aggregator and domain in one statement, inside the caller's
+ * transaction: identity fields encrypted with `pii`, the rest of the profile as JSON, `pushed_at`
+ * now when a lifecycle status is given. A row whose phone, e-mail or external id is taken
+ * meanwhile (the unique indexes are the final guard) is left out.
+ * @returns the ids actually inserted.
+ */
+export async function insertParticipants(
+  client: PoolClient,
+  pii: PiiCrypto,
+  scope: { aggregatorId: string; orgId: string; domain: Domain },
+  participants: NewParticipant[],
+): Promise<Set<string>> {
+  if (participants.length === 0) return new Set();
+  const identityFields = new Set(scope.domain.fields.filter((f) => f.identity).map((f) => f.name));
+  const enc = (v: string | undefined) => (v === undefined ? null : pii.encrypt(v));
+  const rows = participants.map(({ participantId, participant: p, keys, lifecycleStatus, bulkUploadId, rowNumber }) => ({
+    participant_id: participantId,
+    name_encrypted: enc(p.identity.name),
+    phone_encrypted: enc(p.identity.phone),
+    email_encrypted: enc(p.identity.email),
+    phone_index: keys.phoneIndex?.toString('hex') ?? null,
+    email_index: keys.emailIndex?.toString('hex') ?? null,
+    external_id: keys.externalId ?? null,
+    profile: Object.fromEntries(Object.entries(p.profile).filter(([k]) => !identityFields.has(k))),
+    locations: p.locations,
+    lifecycle_status: lifecycleStatus ?? null,
+    bulk_upload_id: bulkUploadId ?? null,
+    row_number: rowNumber ?? null,
+  }));
+  const { rows: inserted } = await client.query<{ participant_id: string }>(
+    `INSERT INTO aggregator.participants (participant_id, aggregator_id, org_id, domain, item_type, name_encrypted,
+       phone_encrypted, email_encrypted, phone_index, email_index, external_id, profile, locations, lifecycle_status,
+       pushed_at, bulk_upload_id, row_number)
+     SELECT x.participant_id, $2, $3, $4, $5, x.name_encrypted, x.phone_encrypted, x.email_encrypted,
+            decode(x.phone_index, 'hex'), decode(x.email_index, 'hex'), x.external_id, x.profile, x.locations,
+            x.lifecycle_status, CASE WHEN x.lifecycle_status IS NOT NULL THEN now() END, x.bulk_upload_id, x.row_number
+       FROM json_to_recordset($1::json) AS x(participant_id uuid, name_encrypted text, phone_encrypted text,
+         email_encrypted text, phone_index text, email_index text, external_id text, profile jsonb, locations jsonb,
+         lifecycle_status text, bulk_upload_id uuid, row_number integer)
+     ON CONFLICT DO NOTHING
+     RETURNING participant_id`,
+    [JSON.stringify(rows), scope.aggregatorId, scope.orgId, scope.domain.name, scope.domain.itemType]);
+  return new Set(inserted.map((r) => r.participant_id));
+}
+
+/**
+ * Records the lifecycle status signals answered for pushed participants (e.g. an item paused in
+ * signals keeps `paused` when pushed again), marking them pushed now.
+ */
+export async function recordLifecycle(client: PoolClient, pushed: { participantId: string; lifecycleStatus: LifecycleStatus }[]): Promise<void> {
+  if (pushed.length === 0) return;
+  await client.query(
+    `UPDATE aggregator.participants p SET lifecycle_status = x.status, pushed_at = now(), updated_at = now()
+       FROM unnest($1::uuid[], $2::text[]) AS x(id, status)
+      WHERE p.participant_id = x.id`,
+    [pushed.map((p) => p.participantId), pushed.map((p) => p.lifecycleStatus)]);
+}
+
+/** Deletes participants (of a transaction whose push signals refused). */
+export async function deleteParticipants(client: PoolClient, participantIds: string[]): Promise<void> {
+  if (participantIds.length === 0) return;
+  await client.query('DELETE FROM aggregator.participants WHERE participant_id = ANY($1::uuid[])', [participantIds]);
+}
+
+/**
+ * The item signals holds for a participant: `item_state` is the profile without the domain's
+ * private fields (`x-private`, e.g. phone and e-mail), `item_locations` the coerced locations,
+ * `item_schema_url` the domain's schema `$id`, `item_instance_url` the aggregator service that
+ * holds the full participant.
+ */
+export function participantItem(
+  network: Network,
+  domain: Domain,
+  participantId: string,
+  participant: CoercedParticipant,
+  origin: { createdBy: string; instanceUrl: string | null },
+): ItemInput {
+  const privateFields = new Set(domain.fields.filter((f) => f.private).map((f) => f.name));
+  return {
+    item_network: network.id,
+    item_domain: domain.name,
+    item_type: domain.itemType,
+    item_id: participantId,
+    item_state: Object.fromEntries(Object.entries(participant.profile).filter(([k]) => !privateFields.has(k))),
+    item_locations: participant.locations,
+    item_instance_url: origin.instanceUrl,
+    item_schema_url: domain.schemaId,
+    created_by: origin.createdBy,
+  };
+}

@@ -1,0 +1,95 @@
+/**
+ * The aggregator's HTTP client of the signals service (a service never writes another's schema:
+ * DESIGN.md "Shape"). Calls carry the platform's internal key in `x-api-key`.
+ *
+ * Items go to `POST /api/v1/items/batch` (api/signals/items.ts): at most 1000 items and at most
+ * the configured body size per request, one result per item.
+ */
+import type { ItemInput, LifecycleStatus } from '../network/items.ts';
+
+/** Signals' per-item answer of a batch upsert. */
+export interface ItemPushResult {
+  item_id: string;
+  outcome: 'created' | 'updated' | 'unchanged' | 'conflict' | 'invalid';
+  lifecycle_status?: LifecycleStatus;
+  message?: string;
+}
+
+/**
+ * Signals could not be reached or failed (network error, timeout, 5xx, or an answer that is not
+ * the documented shape): nothing can be concluded about the items, so the caller retries.
+ */
+export class SignalsUnavailableError extends Error {
+  name = 'SignalsUnavailableError';
+}
+
+export interface SignalsClient {
+  /**
+   * Upserts `items` (any number; split into requests of at most 1000 items and `maxBodyBytes`),
+   * returning one result per item, in input order. Upserting the same item twice is harmless
+   * (signals answers `unchanged`), so a failed call may simply be repeated.
+   * @throws SignalsUnavailableError
+   */
+  pushItems(items: ItemInput[]): Promise<ItemPushResult[]>;
+}
+
+export const MAX_ITEMS_PER_REQUEST = 1000;
+
+/**
+ * A client of the signals service at `baseUrl` (e.g. ctx.urls.signals).
+ * `maxBodyBytes`: largest request body signals accepts (its HTTP_BODY_LIMIT); `timeoutMs` per request.
+ */
+export function createSignalsClient(options: { baseUrl: string; apiKey: string; maxBodyBytes: number; timeoutMs?: number }): SignalsClient {
+  const { apiKey, maxBodyBytes, timeoutMs = 120_000 } = options;
+  const batchUrl = new URL('/api/v1/items/batch', options.baseUrl).href;
+
+  async function post(encoded: string[]): Promise<ItemPushResult[]> {
+    let res: Response;
+    try {
+      res = await fetch(batchUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': apiKey },
+        body: `{"items":[${encoded.join(',')}]}`,
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+    } catch (err) {
+      throw new SignalsUnavailableError(`signals did not answer ${batchUrl}: ${(err as Error).message}`, { cause: err });
+    }
+    const text = await res.text().catch(() => '');
+    if (res.status !== 200) {
+      throw new SignalsUnavailableError(`signals answered ${res.status} to a batch of ${encoded.length} items: ${text.slice(0, 300)}`);
+    }
+    let body: { results?: (ItemPushResult & { index: number })[] };
+    try {
+      body = JSON.parse(text);
+    } catch {
+      throw new SignalsUnavailableError(`signals answered a batch with a body that is not JSON: ${text.slice(0, 300)}`);
+    }
+    if (!Array.isArray(body.results) || body.results.length !== encoded.length) {
+      throw new SignalsUnavailableError(`signals answered a batch of ${encoded.length} items with ${body.results?.length ?? 'no'} results`);
+    }
+    return body.results.sort((a, b) => a.index - b.index).map(({ index: _index, ...r }) => r);
+  }
+
+  return {
+    async pushItems(items) {
+      const results: ItemPushResult[] = [];
+      let batch: string[] = [];
+      let bytes = 0;
+      const budget = maxBodyBytes - 64;
+      for (const item of items) {
+        const json = JSON.stringify(item);
+        const size = Buffer.byteLength(json) + 1;
+        if (batch.length && (batch.length === MAX_ITEMS_PER_REQUEST || bytes + size > budget)) {
+          results.push(...await post(batch));
+          batch = [];
+          bytes = 0;
+        }
+        batch.push(json);
+        bytes += size;
+      }
+      if (batch.length) results.push(...await post(batch));
+      return results;
+    },
+  };
+}

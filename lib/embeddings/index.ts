@@ -1,4 +1,0 @@
-/** Embeddings: the providers (transformers.js, built-in hashing), the model version shape, cosine similarity. */
-export { cosineSimilarity } from './cosine.ts';
-export { formatModelVersion, sameModelVersion, type ModelVersion } from './model-version.ts';
-export { createEmbeddingProvider, createHashingProvider, HASHING_DIMENSIONS, type EmbeddingProvider } from './provider.ts';

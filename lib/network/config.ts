@@ -1,0 +1,250 @@
+/**
+ * The active network configuration: `fixtures/networks/<NETWORK>.json`, validated at start.
+ *
+ * It declares the participant domains (each with one item type and a JSON Schema, draft 2020-12),
+ * `csv_array_delimiter`, registration modes, aggregator types (which domains each may onboard),
+ * go-live rules and the interaction matrix. Each participant schema is compiled once with Ajv.
+ *
+ * Field annotations read from the schemas (besides the standard `title`, `description`, `examples`):
+ * - `x-identity`: "name" | "phone" | "email" — identity fields, encrypted at rest (DESIGN.md data rules)
+ * - `x-private`: true — never leaves the aggregator (not part of the item pushed to signals)
+ * - `x-vectorize`: true — embedded for search, as `label: value` lines
+ * - `x-matchable`: true — compared field by field by the match score
+ * - `x-external-id`: true — the operator's own id, used to skip rows already onboarded
+ * - `x-location`: "latitude" | "longitude" — becomes `item_locations`
+ */
+import { readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
+import { z } from 'zod';
+
+export const NETWORKS_DIR = fileURLToPath(new URL('../../fixtures/networks/', import.meta.url));
+
+const ANNOTATIONS = ['x-identity', 'x-private', 'x-vectorize', 'x-matchable', 'x-external-id', 'x-location'];
+
+const endpoint = z.object({ network: z.string().min(1), domain: z.string().min(1) });
+const networkFileSchema = z.object({
+  id: z.string().regex(/^[a-z0-9][a-z0-9-]*$/),
+  name: z.string().min(1),
+  version: z.string().min(1),
+  default_phone_region: z.string().regex(/^[A-Z]{2}$/),
+  csv_array_delimiter: z.string().min(1).max(3).default('|'),
+  registration_modes: z.array(z.string().min(1)).min(1),
+  aggregator_types: z.record(z.string(), z.object({ label: z.string(), domains: z.array(z.string()).min(1) })),
+  domains: z.record(z.string().regex(/^[a-z][a-z0-9_]*$/), z.object({
+    label: z.string().min(1),
+    item_type: z.string().min(1),
+    schema_version: z.string().min(1),
+    go_live_required: z.array(z.string()),
+    schema: z.record(z.string(), z.unknown()),
+  })).refine((d) => Object.keys(d).length > 0, 'at least one domain'),
+  actions: z.record(z.string(), z.object({ interactions: z.array(z.object({ from: endpoint, to: endpoint })) })),
+});
+
+export type NetworkFile = z.infer<typeof networkFileSchema>;
+
+export type FieldKind = 'string' | 'number' | 'integer' | 'boolean' | 'array';
+
+/** One top-level field of a participant schema, with its annotations read out. */
+export interface FieldInfo {
+  name: string;
+  /** `title`, else the name. */
+  label: string;
+  description?: string;
+  kind: FieldKind;
+  /** For arrays: the kind of the items. */
+  itemKind?: Exclude<FieldKind, 'array'>;
+  /** Closed set of values (for arrays: of the items). */
+  enum?: (string | number)[];
+  required: boolean;
+  format?: string;
+  minimum?: number;
+  maximum?: number;
+  examples: unknown[];
+  identity?: 'name' | 'phone' | 'email';
+  private: boolean;
+  vectorize: boolean;
+  matchable: boolean;
+  externalId: boolean;
+  location?: 'latitude' | 'longitude';
+}
+
+export interface Domain {
+  name: string;
+  label: string;
+  itemType: string;
+  /** `$id` of the participant schema. */
+  schemaId: string;
+  schemaVersion: string;
+  schema: Record<string, unknown>;
+  /** Ajv validator, compiled once. */
+  validate: ValidateFunction;
+  fields: FieldInfo[];
+  goLiveRequired: string[];
+}
+
+export interface Network {
+  id: string;
+  name: string;
+  version: string;
+  defaultPhoneRegion: string;
+  csvArrayDelimiter: string;
+  registrationModes: string[];
+  aggregatorTypes: NetworkFile['aggregator_types'];
+  domains: Map<string, Domain>;
+  actions: NetworkFile['actions'];
+}
+
+/** Thrown when a network file is missing or inconsistent; the message says where. */
+export class NetworkConfigError extends Error {
+  name = 'NetworkConfigError';
+}
+
+/** A new Ajv for draft 2020-12 with formats and our annotation keywords (strict mode kept on). */
+export function createAjv(): Ajv2020 {
+  const ajv = new Ajv2020({ allErrors: true, strict: true });
+  const addFormats = addFormatsModule as unknown as (a: Ajv2020) => void;
+  addFormats(ajv);
+  ajv.addVocabulary(ANNOTATIONS);
+  return ajv;
+}
+
+function fieldInfo(name: string, prop: Record<string, any>, required: boolean): FieldInfo {
+  const kind: FieldKind = prop.type;
+  if (!['string', 'number', 'integer', 'boolean', 'array'].includes(kind)) {
+    throw new NetworkConfigError(`field "${name}": type must be string, number, integer, boolean or array`);
+  }
+  const items = kind === 'array' ? (prop.items ?? {}) : undefined;
+  return {
+    name,
+    label: prop.title ?? name,
+    description: prop.description,
+    kind,
+    itemKind: items?.type,
+    enum: kind === 'array' ? items?.enum : prop.enum,
+    required,
+    format: prop.format,
+    minimum: prop.minimum,
+    maximum: prop.maximum,
+    examples: prop.examples ?? [],
+    identity: prop['x-identity'],
+    private: prop['x-private'] === true,
+    vectorize: prop['x-vectorize'] === true,
+    matchable: prop['x-matchable'] === true,
+    externalId: prop['x-external-id'] === true,
+    location: prop['x-location'],
+  };
+}
+
+/**
+ * Builds a Network from parsed JSON: validates its structure, compiles each participant schema
+ * with Ajv and checks cross-references (go-live fields, aggregator-type domains, interactions).
+ * @throws NetworkConfigError naming the offending part.
+ */
+export function parseNetwork(json: unknown, ajv = createAjv()): Network {
+  const parsed = networkFileSchema.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new NetworkConfigError(`${issue.path.join('.') || '(root)'}: ${issue.message}`);
+  }
+  const file = parsed.data;
+  const domains = new Map<string, Domain>();
+  for (const [name, d] of Object.entries(file.domains)) {
+    const where = `domains.${name}`;
+    const schema = d.schema as Record<string, any>;
+    if (typeof schema.$id !== 'string') throw new NetworkConfigError(`${where}.schema: $id is required`);
+    let validate: ValidateFunction;
+    try {
+      validate = ajv.compile(schema);
+    } catch (err) {
+      throw new NetworkConfigError(`${where}.schema: ${(err as Error).message}`);
+    }
+    const required = new Set<string>(schema.required ?? []);
+    const fields = Object.entries<Record<string, any>>(schema.properties ?? {}).map(([field, prop]) => {
+      try {
+        return fieldInfo(field, prop, required.has(field));
+      } catch (err) {
+        throw new NetworkConfigError(`${where}.schema: ${(err as Error).message}`);
+      }
+    });
+    const names = new Set(fields.map((f) => f.name));
+    for (const f of d.go_live_required) {
+      // Signals applies the rule to the pushed item, which never holds private fields.
+      if (!names.has(f)) throw new NetworkConfigError(`${where}.go_live_required: unknown field "${f}"`);
+      if (fields.find((x) => x.name === f)!.private) throw new NetworkConfigError(`${where}.go_live_required: "${f}" is private`);
+    }
+    const locations = fields.filter((f) => f.location).map((f) => f.location).sort().join(',');
+    if (locations && locations !== 'latitude,longitude') {
+      throw new NetworkConfigError(`${where}.schema: x-location needs exactly one latitude and one longitude field`);
+    }
+    domains.set(name, {
+      name, label: d.label, itemType: d.item_type, schemaId: schema.$id, schemaVersion: d.schema_version,
+      schema, validate, fields, goLiveRequired: d.go_live_required,
+    });
+  }
+  for (const [type, t] of Object.entries(file.aggregator_types)) {
+    for (const domain of t.domains) {
+      if (!domains.has(domain)) throw new NetworkConfigError(`aggregator_types.${type}: unknown domain "${domain}"`);
+    }
+  }
+  for (const [action, a] of Object.entries(file.actions)) {
+    for (const i of a.interactions) {
+      for (const end of [i.from, i.to]) {
+        if (end.network === file.id && !domains.has(end.domain)) {
+          throw new NetworkConfigError(`actions.${action}: unknown domain "${end.domain}"`);
+        }
+      }
+    }
+  }
+  return {
+    id: file.id, name: file.name, version: file.version, defaultPhoneRegion: file.default_phone_region,
+    csvArrayDelimiter: file.csv_array_delimiter, registrationModes: file.registration_modes,
+    aggregatorTypes: file.aggregator_types, domains, actions: file.actions,
+  };
+}
+
+/** Reads and validates `<dir>/<id>.json`. @throws NetworkConfigError when missing or invalid. */
+export async function loadNetwork(id: string, dir = NETWORKS_DIR): Promise<Network> {
+  let text: string;
+  try {
+    text = await readFile(`${dir}/${id}.json`, 'utf8');
+  } catch {
+    throw new NetworkConfigError(`NETWORK=${id}: no file ${id}.json in ${dir}`);
+  }
+  try {
+    return parseNetwork(JSON.parse(text));
+  } catch (err) {
+    throw new NetworkConfigError(`NETWORK=${id}: ${(err as Error).message}`);
+  }
+}
+
+
+/** The participant domains an aggregator with these aggregator types may onboard. */
+export function domainsForAggregatorTypes(network: Network, types: string[]): Set<string> {
+  return new Set(types.flatMap((t) => network.aggregatorTypes[t]?.domains ?? []));
+}
+
+/**
+ * Whether the interaction matrix lets `from` act on or relate to `to`: true when any action
+ * (or only `actionType`, when given) lists that pair. Cross-network pairs count as listed.
+ */
+export function interactionAllowed(
+  network: Network,
+  from: { network: string; domain: string },
+  to: { network: string; domain: string },
+  actionType?: string,
+): boolean {
+  const actions = actionType ? [network.actions[actionType]].filter(Boolean) : Object.values(network.actions);
+  return actions.some((a) => a.interactions.some((i) =>
+    i.from.network === from.network && i.from.domain === from.domain && i.to.network === to.network && i.to.domain === to.domain));
+}
+
+/**
+ * Lifecycle status of a new or changed item under the go-live rules: `live` when every field of
+ * the domain's `go_live_required` has a value (non-empty string or array), otherwise `draft`.
+ */
+export function goLiveStatus(domain: Domain, state: Record<string, unknown>): 'live' | 'draft' {
+  const present = (v: unknown) => v !== undefined && v !== null && v !== '' && !(Array.isArray(v) && v.length === 0);
+  return domain.goLiveRequired.every((f) => present(state[f])) ? 'live' : 'draft';
+}

@@ -1,0 +1,250 @@
+/**
+ * Items of the signals service: the record shape of the spec ("Item record"), input validation
+ * against the network, and the batched upsert that decides lifecycle status by the go-live rules
+ * and enqueues the search-indexing job for every stored change in the same transaction.
+ */
+import { z } from 'zod';
+import type { PoolClient, Queryable } from '../platform/db.ts';
+import { enqueue } from '../platform/jobs.ts';
+import { createAjv, goLiveStatus, type Domain, type Network } from './config.ts';
+import { searchText } from './search-text.ts';
+import type { ValidateFunction } from 'ajv';
+
+export const LIFECYCLE_STATUSES = ['draft', 'live', 'paused', 'retired'] as const;
+export type LifecycleStatus = (typeof LIFECYCLE_STATUSES)[number];
+
+/** Task that (re)indexes items for search; payload `IndexItemsPayload`. */
+export const SEARCH_INDEX_TASK = 'search-index-items';
+/** Indexing yields to onboarding and other interactive work (graphile-worker: smaller runs first). */
+export const SEARCH_INDEX_PRIORITY = 10;
+
+export interface ItemLocation {
+  lat: number;
+  lng: number;
+  label?: string;
+}
+
+/** An item as stored and returned (spec "Item record"); times are ISO-8601 UTC. */
+export interface ItemRecord {
+  item_network: string;
+  item_domain: string;
+  item_type: string;
+  item_id: string;
+  item_state: Record<string, unknown>;
+  item_locations: ItemLocation[];
+  item_instance_url: string | null;
+  item_schema_url: string | null;
+  created_by: string | null;
+  created_at: string;
+  updated_at: string;
+  lifecycle_status: LifecycleStatus;
+}
+
+/** Payload of SEARCH_INDEX_TASK: snapshots of the items as stored by this change. */
+export interface IndexItemsPayload {
+  items: ItemRecord[];
+}
+
+export const itemLocationSchema = z.object({
+  lat: z.number().min(-90).max(90),
+  lng: z.number().min(-180).max(180),
+  label: z.string().max(200).optional(),
+});
+
+/** Body of an item upsert (the four identity values plus content). */
+export const itemInputSchema = z.object({
+  item_network: z.string().min(1),
+  item_domain: z.string().min(1),
+  item_type: z.string().min(1),
+  item_id: z.uuid(),
+  item_state: z.record(z.string(), z.unknown()),
+  item_locations: z.array(itemLocationSchema).max(50).default([]),
+  item_instance_url: z.url().nullable().optional(),
+  item_schema_url: z.string().min(1).nullable().optional(),
+  created_by: z.string().min(1).max(200).nullable().optional(),
+});
+export type ItemInput = z.infer<typeof itemInputSchema>;
+
+/** An item record as signals stores and sends it (spec "Item record", with lifecycle_status and ISO times). */
+export const itemRecordSchema = itemInputSchema.extend({
+  item_locations: z.array(itemLocationSchema),
+  item_instance_url: z.string().nullable(),
+  item_schema_url: z.string().nullable(),
+  created_by: z.string().nullable(),
+  created_at: z.iso.datetime({ offset: true }),
+  updated_at: z.iso.datetime({ offset: true }),
+  lifecycle_status: z.enum(LIFECYCLE_STATUSES),
+});
+
+/**
+ * Validators of the public part of each domain's participant schema: the schema without its
+ * private fields, which therefore may never reach signals (additionalProperties stays as declared).
+ */
+export function createItemStateValidators(network: Network): Map<string, ValidateFunction> {
+  const ajv = createAjv();
+  const validators = new Map<string, ValidateFunction>();
+  for (const domain of network.domains.values()) {
+    const privateFields = new Set(domain.fields.filter((f) => f.private).map((f) => f.name));
+    const schema = domain.schema as Record<string, any>;
+    const properties = Object.fromEntries(Object.entries<unknown>(schema.properties ?? {}).filter(([k]) => !privateFields.has(k)));
+    validators.set(domain.name, ajv.compile({
+      ...schema,
+      $id: `${domain.schemaId}:public`,
+      properties,
+      required: (schema.required ?? []).filter((f: string) => !privateFields.has(f)),
+    }));
+  }
+  return validators;
+}
+
+/** Why an input item cannot be stored, or null when it can. */
+export function itemInputProblem(network: Network, validators: Map<string, ValidateFunction>, item: ItemInput): string | null {
+  if (item.item_network !== network.id) return `item_network must be ${network.id}`;
+  const domain: Domain | undefined = network.domains.get(item.item_domain);
+  if (!domain) return `item_domain must be one of ${[...network.domains.keys()].join(', ')}`;
+  if (item.item_type !== domain.itemType) return `item_type of ${domain.name} items must be ${domain.itemType}`;
+  const validate = validators.get(domain.name)!;
+  if (!validate(item.item_state)) {
+    return `item_state: ${validate.errors!.map((e) => `${e.instancePath || '(root)'} ${e.message}`).join('; ')}`;
+  }
+  return null;
+}
+
+export type UpsertOutcome = 'created' | 'updated' | 'unchanged' | 'conflict';
+
+export interface UpsertResult {
+  item_id: string;
+  outcome: UpsertOutcome;
+  lifecycle_status?: LifecycleStatus;
+  /** For `conflict`: the item id exists with other identity values. */
+  message?: string;
+}
+
+/** Select list of an ItemRecord from signals.items (times as ISO-8601 UTC strings). */
+export const RECORD_COLUMNS = `item_network, item_domain, item_type, item_id, item_state, item_locations, item_instance_url,
+  item_schema_url, created_by, lifecycle_status,
+  to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at,
+  to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS updated_at`;
+
+/**
+ * Inserts or updates `items` (already validated, distinct ids) in one statement inside the
+ * caller's transaction, and enqueues one indexing job holding every created or changed item.
+ *
+ * Lifecycle: a new item is `live` when the go-live rules are met, else `draft`; an update
+ * recomputes that, except that `paused` and `retired` (set explicitly) are kept. An update that
+ * changes nothing is `unchanged` and touches nothing. An id stored with other identity values is
+ * a `conflict` and left alone.
+ */
+export async function upsertItems(client: PoolClient, network: Network, items: ItemInput[]): Promise<UpsertResult[]> {
+  if (items.length === 0) return [];
+  const rows = items.map((item) => ({
+    ...item,
+    item_locations: item.item_locations ?? [],
+    item_instance_url: item.item_instance_url ?? null,
+    item_schema_url: item.item_schema_url ?? null,
+    created_by: item.created_by ?? null,
+    lifecycle_status: goLiveStatus(network.domains.get(item.item_domain)!, item.item_state),
+    search_text: searchText(network.domains.get(item.item_domain)!, item.item_state),
+  }));
+  const { rows: stored } = await client.query<ItemRecord & { inserted: boolean }>(
+    `INSERT INTO signals.items AS i (item_id, item_network, item_domain, item_type, item_state, item_locations,
+       item_instance_url, item_schema_url, created_by, lifecycle_status, search_text)
+     SELECT item_id, item_network, item_domain, item_type, item_state, item_locations, item_instance_url,
+       item_schema_url, created_by, lifecycle_status, search_text
+       FROM jsonb_to_recordset($1::jsonb) AS x(item_id uuid, item_network text, item_domain text, item_type text,
+         item_state jsonb, item_locations jsonb, item_instance_url text, item_schema_url text, created_by text, lifecycle_status text,
+         search_text text)
+     ON CONFLICT (item_id) DO UPDATE SET
+       item_state = EXCLUDED.item_state, item_locations = EXCLUDED.item_locations,
+       item_instance_url = EXCLUDED.item_instance_url, item_schema_url = EXCLUDED.item_schema_url,
+       search_text = EXCLUDED.search_text,
+       created_by = COALESCE(EXCLUDED.created_by, i.created_by),
+       lifecycle_status = CASE WHEN i.lifecycle_status IN ('paused', 'retired') THEN i.lifecycle_status ELSE EXCLUDED.lifecycle_status END,
+       updated_at = now()
+     WHERE (i.item_network, i.item_domain, i.item_type) = (EXCLUDED.item_network, EXCLUDED.item_domain, EXCLUDED.item_type)
+       AND (i.item_state, i.item_locations, i.item_instance_url, i.item_schema_url)
+           IS DISTINCT FROM (EXCLUDED.item_state, EXCLUDED.item_locations, EXCLUDED.item_instance_url, EXCLUDED.item_schema_url)
+     RETURNING ${RECORD_COLUMNS}, (xmax = 0) AS inserted`,
+    [JSON.stringify(rows)],
+  );
+  const byId = new Map(stored.map((r) => [r.item_id, r]));
+  const untouched = items.filter((i) => !byId.has(i.item_id)).map((i) => i.item_id);
+  const existing = new Map<string, { identity: string; lifecycle_status: LifecycleStatus }>();
+  if (untouched.length) {
+    const { rows: found } = await client.query<{ item_id: string; identity: string; lifecycle_status: LifecycleStatus }>(
+      `SELECT item_id, concat_ws('/', item_network, item_domain, item_type) AS identity, lifecycle_status
+         FROM signals.items WHERE item_id = ANY($1::uuid[])`, [untouched]);
+    for (const r of found) existing.set(r.item_id, r);
+  }
+  if (stored.length) {
+    await enqueue(client, {
+      task: SEARCH_INDEX_TASK,
+      payload: { items: stored.map(({ inserted: _inserted, ...record }) => record) } satisfies IndexItemsPayload,
+      priority: SEARCH_INDEX_PRIORITY,
+    });
+  }
+  return items.map((item) => {
+    const row = byId.get(item.item_id);
+    if (row) return { item_id: item.item_id, outcome: row.inserted ? 'created' : 'updated', lifecycle_status: row.lifecycle_status };
+    const found = existing.get(item.item_id)!;
+    const identity = `${item.item_network}/${item.item_domain}/${item.item_type}`;
+    return found.identity === identity
+      ? { item_id: item.item_id, outcome: 'unchanged', lifecycle_status: found.lifecycle_status }
+      : { item_id: item.item_id, outcome: 'conflict', message: `item_id is already used by a ${found.identity} item` };
+  });
+}
+
+/** The item with id `itemId`, or null. */
+export async function getItem(db: Queryable, itemId: string): Promise<ItemRecord | null> {
+  const { rows } = await db.query<ItemRecord>(`SELECT ${RECORD_COLUMNS} FROM signals.items WHERE item_id = $1`, [itemId]);
+  return rows[0] ?? null;
+}
+
+/** Allowed explicit lifecycle moves (spec: values draft, live, paused, retired; transitions ours). */
+const TRANSITIONS: Record<LifecycleStatus, LifecycleStatus[]> = {
+  draft: ['live', 'paused', 'retired'],
+  live: ['draft', 'paused', 'retired'],
+  paused: ['live', 'draft', 'retired'],
+  retired: [],
+};
+
+export class LifecycleError extends Error {
+  name = 'LifecycleError';
+}
+
+/**
+ * Moves an item to `status` and enqueues its re-indexing (a promotion to live must make it
+ * findable; a retirement removes it from the index). Going `live` requires the go-live rules.
+ * @returns the updated record, or null when the item does not exist.
+ * @throws LifecycleError when the move is not allowed (retired is final) or the rules are unmet.
+ */
+export async function setLifecycleStatus(client: PoolClient, network: Network, itemId: string, status: LifecycleStatus): Promise<ItemRecord | null> {
+  const { rows } = await client.query<ItemRecord>(`SELECT ${RECORD_COLUMNS} FROM signals.items WHERE item_id = $1 FOR UPDATE`, [itemId]);
+  const item = rows[0];
+  if (!item) return null;
+  if (item.lifecycle_status === status) return item;
+  if (!TRANSITIONS[item.lifecycle_status].includes(status)) {
+    throw new LifecycleError(`cannot move a ${item.lifecycle_status} item to ${status}`);
+  }
+  const domain = network.domains.get(item.item_domain);
+  if (status === 'live' && domain && goLiveStatus(domain, item.item_state) !== 'live') {
+    throw new LifecycleError(`cannot go live: ${domain.goLiveRequired.join(', ')} must all have values`);
+  }
+  const { rows: [updated] } = await client.query<ItemRecord>(
+    `UPDATE signals.items SET lifecycle_status = $2, updated_at = now() WHERE item_id = $1 RETURNING ${RECORD_COLUMNS}`, [itemId, status]);
+  await enqueue(client, { task: SEARCH_INDEX_TASK, payload: { items: [updated] } satisfies IndexItemsPayload, priority: SEARCH_INDEX_PRIORITY });
+  return updated;
+}
+
+/**
+ * Items changed after a point, oldest first, for the search service's reconciliation:
+ * keyset pagination on (updated_at, item_id).
+ */
+export async function listItemsChangedSince(db: Queryable, after: { updatedAt: string; itemId: string } | null, limit: number): Promise<ItemRecord[]> {
+  const { rows } = await db.query<ItemRecord>(
+    `SELECT ${RECORD_COLUMNS} FROM signals.items
+      WHERE $1::timestamptz IS NULL OR (updated_at, item_id) > ($1::timestamptz, $2::uuid)
+      ORDER BY updated_at, item_id LIMIT $3`,
+    [after?.updatedAt ?? null, after?.itemId ?? '00000000-0000-0000-0000-000000000000', limit]);
+  return rows;
+}

@@ -1,0 +1,73 @@
+/**
+ * `ldp start` as a self-hoster runs it: embedded PostgreSQL in DATA_DIR, all three services and the
+ * worker in one process; other `ldp` commands find it through DATA_DIR; a restart keeps the data.
+ */
+import type { ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { readFile, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { runLdp, spawnLdpUntil, stopChild } from '../helpers/cli.ts';
+import { tempDir } from '../helpers/platform.ts';
+import { freePort } from '../../lib/platform/free-port.ts';
+
+
+let dataDir: string;
+let env: Record<string, string>;
+const children: ChildProcess[] = [];
+
+/** Starts `ldp start` and resolves with the printed base URLs once the worker line appears. */
+async function start(): Promise<{ child: ChildProcess; urls: Record<string, string> }> {
+  const { child, out } = await spawnLdpUntil(['start'], env, (o) => o.includes('worker     running'));
+  children.push(child);
+  return { child, urls: Object.fromEntries(out.split('\n').filter((l) => l.includes('http://')).map((l) => l.trim().split(/\s+/))) };
+}
+
+
+afterAll(async () => {
+  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+  if (dataDir) await rm(dataDir, { recursive: true, force: true });
+});
+
+describe('ldp start on the embedded database', () => {
+  it('starts everything, serves credentials made from a second shell, stops cleanly and keeps the data', async () => {
+    dataDir = await tempDir('ldp-start-');
+    env = {
+      DATA_DIR: dataDir,
+      EMBEDDED_POSTGRES_PORT: String(await freePort()),
+      SIGNALS_PORT: String(await freePort()), AGGREGATOR_PORT: String(await freePort()), SEARCH_PORT: String(await freePort()),
+    };
+    const first = await start();
+    expect(Object.keys(first.urls).sort()).toEqual(['aggregator', 'search', 'signals']);
+    for (const url of Object.values(first.urls)) expect((await fetch(`${url}/health`)).status).toBe(200);
+    await expect.poll(async () => (await fetch(`${first.urls.search}/ready`)).status, { timeout: 10_000 }).toBe(200);
+    const instance = JSON.parse(await readFile(path.join(dataDir, 'instance.json'), 'utf8'));
+    expect(instance.urls).toEqual(first.urls);
+
+    // A second shell: no DATABASE_URL, only DATA_DIR.
+    const shell = { DATA_DIR: dataDir };
+    const key = (await runLdp(['keys', 'create', '--service', 'search', '--name', 'second-shell'], shell)).stdout.trim();
+    const agg = JSON.parse((await runLdp(['aggregator', 'create', '--name', 'Gram Seva', '--types', 'provider'], shell)).stdout);
+    const token = (await runLdp(['token', '--aggregator', agg.aggregator_id], shell)).stdout.trim();
+    const search = (k?: string) => fetch(`${first.urls.search}/v1/nope`, { method: 'POST', headers: k ? { 'x-api-key': k } : {} });
+    const me = (t?: string) => fetch(`${first.urls.aggregator}/v1/me`, { headers: t ? { authorization: `Bearer ${t}` } : {} });
+    expect((await search(key)).status).toBe(404);
+    expect((await search()).status).toBe(401);
+    expect((await me(token)).status).toBe(200);
+    const noToken = await me();
+    expect(noToken.status).toBe(401);
+    expect(((await noToken.json()) as { error: { code: string } }).error.code).toBe('missing_token');
+
+    expect(await stopChild(first.child)).toBe(0);
+    expect(existsSync(path.join(dataDir, 'instance.json'))).toBe(false);
+
+    const second = await start();
+    const again = await fetch(`${second.urls.search}/v1/nope`, { method: 'POST', headers: { 'x-api-key': key } });
+    expect(again.status).toBe(404);
+    expect((await fetch(`${second.urls.aggregator}/v1/me`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
+    const dup = await runLdp(['start'], shell);
+    expect(dup.code).toBe(1);
+    expect(dup.stderr).toMatch(/already running/);
+    expect(await stopChild(second.child)).toBe(0);
+  }, 120_000);
+});

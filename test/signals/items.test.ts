@@ -1,0 +1,83 @@
+import { randomUUID } from 'node:crypto';
+import request from 'supertest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestPlatform, type TestPlatform } from '../helpers/platform.ts';
+
+let platform: TestPlatform;
+let key: string;
+
+const facility = (over: Record<string, unknown> = {}) => ({
+  item_network: 'local-discovery', item_domain: 'provider', item_type: 'facility', item_id: randomUUID(),
+  item_state: { name: 'Govt High School Karora', category: 'Education', district: 'Kaithal', state: 'Haryana', latitude: 29.65, longitude: 76.54 },
+  item_locations: [{ lat: 29.65, lng: 76.54 }],
+  ...over,
+});
+
+async function indexJobs(): Promise<{ items: { item_id: string; lifecycle_status: string }[] }[]> {
+  const { rows } = await platform.ctx.pool.query(
+    `SELECT j.payload FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks t ON t.id = j.task_id
+      WHERE t.identifier = 'search-index-items' ORDER BY j.id`);
+  return rows.map((r) => r.payload);
+}
+
+beforeAll(async () => {
+  platform = await startTestPlatform({ services: ['signals'] });
+  key = await platform.apiKey('signals');
+});
+afterAll(() => platform.stop());
+
+describe('signals items', () => {
+  it('creates an item live when the go-live rules are met, and enqueues its indexing in the same transaction', async () => {
+    const item = facility();
+    const res = await request(platform.url('signals')).put(`/api/v1/items/${item.item_id}`).set('x-api-key', key).send(item);
+    expect(res.status).toBe(201);
+    expect(res.body).toMatchObject({ outcome: 'created', lifecycle_status: 'live', item: { item_id: item.item_id, item_state: item.item_state } });
+    const jobs = await indexJobs();
+    expect(jobs.at(-1)!.items.map((i) => i.item_id)).toEqual([item.item_id]);
+
+    const again = await request(platform.url('signals')).put(`/api/v1/items/${item.item_id}`).set('x-api-key', key).send(item);
+    expect(again.status).toBe(200);
+    expect(again.body.outcome).toBe('unchanged');
+    expect(await indexJobs()).toHaveLength(jobs.length);
+  });
+
+  it('upserts a batch with one result per item and rejects private fields, wrong types and conflicts per item', async () => {
+    const a = facility();
+    const b = facility({ item_state: { name: 'PHC', category: 'Medical', district: 'Kaithal', state: 'Haryana', latitude: 29.6, longitude: 76.5, phone: '+919876543210' } });
+    const c = facility({ item_type: 'seeker_profile' });
+    const d = { ...facility(), item_domain: 'seeker', item_type: 'seeker_profile', item_id: a.item_id };
+    const res = await request(platform.url('signals')).post('/api/v1/items/batch').set('x-api-key', key).send({ items: [a, b, c, { nope: 1 }] });
+    expect(res.status).toBe(200);
+    expect(res.body.summary).toEqual({ total: 4, created: 1, updated: 0, unchanged: 0, conflict: 0, invalid: 3 });
+    expect(res.body.results[1].message).toMatch(/additional properties/);
+    expect(res.body.results[2].message).toMatch(/item_type of provider items must be facility/);
+
+    const conflict = await request(platform.url('signals')).post('/api/v1/items/batch').set('x-api-key', key)
+      .send({ items: [{ ...d, item_state: { skills: ['welding'], district: 'Kaithal', state: 'Haryana' } }] });
+    expect(conflict.body.results[0]).toMatchObject({ outcome: 'conflict' });
+  });
+
+  it('keeps an item draft until the go-live rules are met, and moves lifecycle explicitly', async () => {
+    const item = facility({ item_state: { name: 'Bus stand', category: 'Transport/Admin', district: 'Kaithal', state: 'Haryana' }, item_locations: [] });
+    const created = await request(platform.url('signals')).put(`/api/v1/items/${item.item_id}`).set('x-api-key', key).send(item);
+    expect(created.body.lifecycle_status).toBe('draft');
+    const live = await request(platform.url('signals')).post(`/api/v1/items/${item.item_id}/lifecycle`).set('x-api-key', key).send({ lifecycle_status: 'live' });
+    expect(live.status).toBe(409);
+    const retired = await request(platform.url('signals')).post(`/api/v1/items/${item.item_id}/lifecycle`).set('x-api-key', key).send({ lifecycle_status: 'retired' });
+    expect(retired.status).toBe(200);
+    expect(retired.body.lifecycle_status).toBe('retired');
+    expect((await indexJobs()).at(-1)!.items[0]).toMatchObject({ item_id: item.item_id, lifecycle_status: 'retired' });
+    const back = await request(platform.url('signals')).post(`/api/v1/items/${item.item_id}/lifecycle`).set('x-api-key', key).send({ lifecycle_status: 'draft' });
+    expect(back.status).toBe(409);
+  });
+
+  it('pages through changed items with a cursor, and answers 404 for an unknown item', async () => {
+    const first = await request(platform.url('signals')).get('/api/v1/items?limit=1').set('x-api-key', key);
+    expect(first.body.items).toHaveLength(1);
+    const second = await request(platform.url('signals')).get(`/api/v1/items?limit=1&after=${encodeURIComponent(first.body.next_cursor)}`).set('x-api-key', key);
+    expect(second.body.items[0].item_id).not.toBe(first.body.items[0].item_id);
+    const missing = await request(platform.url('signals')).get(`/api/v1/items/${randomUUID()}`).set('x-api-key', key);
+    expect(missing.status).toBe(404);
+    expect(missing.body).toEqual({ error: 'not_found', message: expect.stringMatching(/^No item/) });
+  });
+});
