@@ -31,6 +31,18 @@ export const aggregatorClaimsSchema = z.object({
 
 export type AggregatorClaims = z.infer<typeof aggregatorClaimsSchema>;
 
+/** A verified token of any identity: a person's (user) token, or an aggregator's. */
+export interface VerifiedToken {
+  /** The subject (`sub`): the user id for the built-in issuer's user tokens, the OIDC subject otherwise. */
+  sub: string;
+  /** The issuer that signed it (JWT_ISSUER or OIDC_ISSUER). */
+  issuer: string;
+  /** Every claim of the token, as verified. */
+  payload: Record<string, unknown>;
+  /** The aggregator claims, when the token carries them (an aggregator's token). */
+  aggregator?: AggregatorClaims;
+}
+
 /** Roles, from most to least privileged. */
 export const ROLES = ['admin', 'operator', 'viewer'] as const;
 
@@ -41,8 +53,19 @@ export class TokenError extends Error {
 export interface TokenService {
   /** Signs a token with the built-in issuer, valid for `ttlSeconds`. */
   issue(claims: AggregatorClaims, ttlSeconds: number): Promise<string>;
-  /** Verifies `token` and returns its claims. @throws TokenError (any failure: caller answers 401). */
+  /**
+   * Signs a person's (user) token with the built-in issuer: subject `sub` (a user id), no aggregator
+   * claims, valid for `ttlSeconds`; `extra` claims (e.g. `email`) are added as they are.
+   */
+  issueUser(sub: string, ttlSeconds: number, extra?: Record<string, unknown>): Promise<string>;
+  /** Verifies an aggregator's `token` and returns its claims. @throws TokenError (any failure: caller answers 401). */
   verify(token: string): Promise<AggregatorClaims>;
+  /**
+   * Verifies a token of any identity (user or aggregator; built-in issuer or OIDC): signature,
+   * issuer, audience, algorithm allow-list, exp/nbf, `sub`.
+   * @throws TokenError (any failure: caller answers 401).
+   */
+  verifyAny(token: string): Promise<VerifiedToken>;
   /** Public keys of the built-in issuer (served at /.well-known/jwks.json). */
   jwks(): JSONWebKeySet;
 }
@@ -72,44 +95,54 @@ export async function createTokenService(config: Config): Promise<TokenService> 
     ? { issuer: config.OIDC_ISSUER, keys: createRemoteJWKSet(new URL(config.OIDC_JWKS_URL)), algorithms: config.OIDC_ALGORITHMS.split(',') }
     : undefined;
 
+  const sign = (sub: string, claims: Record<string, unknown>, ttlSeconds: number) => new SignJWT(claims)
+    .setProtectedHeader({ alg, kid: privateJwk.kid, typ: 'JWT' })
+    .setIssuer(config.JWT_ISSUER)
+    .setAudience(config.JWT_AUDIENCE)
+    .setSubject(sub)
+    .setIssuedAt()
+    .setNotBefore('0s')
+    .setExpirationTime(`${ttlSeconds}s`)
+    .setJti(randomUUID())
+    .sign(signingKey);
+
+  const verifyAny = async (token: string): Promise<VerifiedToken> => {
+    let issuer: unknown;
+    try {
+      issuer = decodeJwt(token).iss;
+    } catch {
+      throw new TokenError('malformed bearer token');
+    }
+    const verifier: { keys: JWTVerifyGetKey; issuer: string; audience: string; algorithms: string[] } | undefined =
+      issuer === config.JWT_ISSUER ? { keys: localKeys, issuer: config.JWT_ISSUER, audience: config.JWT_AUDIENCE, algorithms: [alg] }
+        : oidc && issuer === oidc.issuer ? { ...oidc, audience: config.OIDC_AUDIENCE ?? config.JWT_AUDIENCE }
+          : undefined;
+    if (!verifier) throw new TokenError('token issuer is not trusted');
+    let payload: unknown;
+    try {
+      ({ payload } = await jwtVerify(token, verifier.keys, {
+        issuer: verifier.issuer, audience: verifier.audience, algorithms: verifier.algorithms, requiredClaims: ['exp', 'sub'],
+      }));
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      throw new TokenError(code === 'ERR_JWT_EXPIRED' ? 'token has expired' : 'token signature or claims are invalid');
+    }
+    const record = payload as Record<string, unknown>;
+    const aggregator = aggregatorClaimsSchema.safeParse(payload);
+    return { sub: record.sub as string, issuer: verifier.issuer, payload: record, ...(aggregator.success ? { aggregator: aggregator.data } : {}) };
+  };
+
   return {
     async issue(claims, ttlSeconds) {
       const { sub, ...rest } = aggregatorClaimsSchema.parse(claims);
-      return new SignJWT(rest)
-        .setProtectedHeader({ alg, kid: privateJwk.kid, typ: 'JWT' })
-        .setIssuer(config.JWT_ISSUER)
-        .setAudience(config.JWT_AUDIENCE)
-        .setSubject(sub)
-        .setIssuedAt()
-        .setNotBefore('0s')
-        .setExpirationTime(`${ttlSeconds}s`)
-        .setJti(randomUUID())
-        .sign(signingKey);
+      return sign(sub, rest, ttlSeconds);
     },
+    issueUser: (sub, ttlSeconds, extra = {}) => sign(sub, extra, ttlSeconds),
+    verifyAny,
     async verify(token) {
-      let issuer: unknown;
-      try {
-        issuer = decodeJwt(token).iss;
-      } catch {
-        throw new TokenError('malformed bearer token');
-      }
-      const verifier: { keys: JWTVerifyGetKey; issuer: string; audience: string; algorithms: string[] } | undefined =
-        issuer === config.JWT_ISSUER ? { keys: localKeys, issuer: config.JWT_ISSUER, audience: config.JWT_AUDIENCE, algorithms: [alg] }
-          : oidc && issuer === oidc.issuer ? { ...oidc, audience: config.OIDC_AUDIENCE ?? config.JWT_AUDIENCE }
-            : undefined;
-      if (!verifier) throw new TokenError('token issuer is not trusted');
-      let payload: unknown;
-      try {
-        ({ payload } = await jwtVerify(token, verifier.keys, {
-          issuer: verifier.issuer, audience: verifier.audience, algorithms: verifier.algorithms, requiredClaims: ['exp', 'sub'],
-        }));
-      } catch (err) {
-        const code = (err as { code?: string }).code;
-        throw new TokenError(code === 'ERR_JWT_EXPIRED' ? 'token has expired' : 'token signature or claims are invalid');
-      }
-      const claims = aggregatorClaimsSchema.safeParse(payload);
-      if (!claims.success) throw new TokenError('token lacks the aggregator claims (aggregator_id, org_id, aggregator_type, roles)');
-      return claims.data;
+      const { aggregator } = await verifyAny(token);
+      if (!aggregator) throw new TokenError('token lacks the aggregator claims (aggregator_id, org_id, aggregator_type, roles)');
+      return aggregator;
     },
     jwks: () => jwks,
   };

@@ -163,3 +163,19 @@ describe('aggregator bearer tokens', () => {
     expect(forged.status).toBe(401);
   });
 });
+
+describe('user (non-aggregator) tokens of the built-in issuer', () => {
+  it('verify any identity, carry no aggregator claims and are refused by aggregator routes', async () => {
+    const token = await platform.ctx.tokens.issueUser('user-7', 600, { email: 'asha@example.test' });
+    const verified = await platform.ctx.tokens.verifyAny(token);
+    expect(verified).toMatchObject({ sub: 'user-7', issuer: platform.config.JWT_ISSUER, payload: { email: 'asha@example.test' } });
+    expect(verified.aggregator).toBeUndefined();
+    const res = await request(platform.url('aggregator')).get('/v1/bulk-uploads').set('authorization', `Bearer ${token}`);
+    expect(res.status).toBe(401);
+    expect(res.body.error.detail).toMatch(/lacks the aggregator claims/);
+    await expect(platform.ctx.tokens.verifyAny(`${token}x`)).rejects.toThrow(/invalid/);
+
+    const aggregatorToken = await platform.ctx.tokens.verifyAny(agg.token);
+    expect(aggregatorToken.aggregator?.aggregator_id).toBe(agg.aggregatorId);
+  });
+});
