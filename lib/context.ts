@@ -10,6 +10,8 @@ import { createPool, type Pool } from './platform/db.ts';
 import { createEmbeddingProvider, type EmbeddingProvider } from './search/embeddings/index.ts';
 import type { Logger } from './platform/logger.ts';
 import { createMailer, type Mailer } from './platform/mail.ts';
+import { queueDepth } from './platform/jobs.ts';
+import { createMetrics, type Metrics } from './platform/metrics.ts';
 import { loadNetwork, type Network } from './network/config.ts';
 import { readOrCreateSecret } from './platform/secrets.ts';
 import { createStorage, type ObjectStorage } from './platform/storage.ts';
@@ -24,6 +26,8 @@ export interface PlatformContext {
   mailer: Mailer;
   pii: PiiCrypto;
   tokens: TokenService;
+  /** The process's Prometheus registry and its shared metrics (served at /metrics). */
+  metrics: Metrics;
   /** Key the platform's parts use to call signals and search (registered with both). */
   internalApiKey: string;
   /** Base URLs of the services; updated once they listen (ports may be chosen by the OS). */
@@ -49,6 +53,9 @@ export async function createContext(config: Config, databaseUrl: string, logger:
   const internalApiKey = config.INTERNAL_API_KEY
     ?? await readOrCreateSecret(config.dataDirPath, 'internal-api.key', () => `ldp_internal_${randomBytes(32).toString('base64url')}`);
   const pool = createPool(databaseUrl, config.DATABASE_POOL_SIZE);
+  const metrics = createMetrics();
+  metrics.gauge('worker_queue_depth', 'graphile-worker jobs waiting to run (due, not locked), by task.', ['task'],
+    async () => (await queueDepth(pool)).map(({ task, jobs }) => ({ labels: { task }, value: jobs })));
   let embeddings: Promise<EmbeddingProvider> | undefined;
   try {
     return {
@@ -57,6 +64,7 @@ export async function createContext(config: Config, databaseUrl: string, logger:
       mailer: createMailer(config),
       pii: createPiiCrypto(Buffer.from(piiKey, 'base64')),
       tokens: await createTokenService(config),
+      metrics,
       internalApiKey,
       urls: serviceUrls(config),
       embeddings: () => (embeddings ??= createEmbeddingProvider(config, logger)),

@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { Logger as WorkerLogger, parseCrontab, run, type Runner, type TaskList, type WorkerEvents, type WorkerPool } from 'graphile-worker';
 import type { PlatformContext } from '../lib/context.ts';
+import { requestIdOfPayload, runWithRequestId } from '../lib/platform/request-context.ts';
 import { crontab } from './crontab.ts';
 import { startHeartbeat } from './heartbeat.ts';
 import { createTaskList } from './task-list.ts';
@@ -34,11 +35,12 @@ export async function startWorker(ctx: PlatformContext, options: { concurrency?:
     workerPool = pool;
     jobWorkerIds.push(pool.id);
   });
+  observeJobs(events, ctx);
   const shutdownTimeoutMs = ctx.config.SHUTDOWN_TIMEOUT_MS;
   const runner = await run({
     pgPool: ctx.pool,
     concurrency: options.concurrency ?? ctx.config.WORKER_CONCURRENCY,
-    taskList: options.taskList ?? createTaskList(ctx),
+    taskList: withRequestIds(options.taskList ?? createTaskList(ctx), log),
     parsedCronItems: parseCrontab(crontab),
     noHandleSignals: true,
     logger,
@@ -73,4 +75,44 @@ export async function startWorker(ctx: PlatformContext, options: { concurrency?:
       return stopping;
     },
   };
+}
+
+/**
+ * Each task runs under the request id its payload carries, so its log lines and the jobs it adds
+ * carry it; a debug line marks each job's end (with that request id).
+ */
+function withRequestIds(taskList: TaskList, log: PlatformContext['logger']): TaskList {
+  const wrapped: TaskList = {};
+  for (const [name, task] of Object.entries(taskList)) {
+    if (!task) continue;
+    const logged: typeof task = async (payload, helpers) => {
+      const started = performance.now();
+      let outcome = 'error';
+      try {
+        const result = await task(payload, helpers);
+        outcome = 'success';
+        return result;
+      } finally {
+        log.debug({ taskIdentifier: name, jobId: helpers.job.id, outcome, durationMs: Math.round(performance.now() - started) }, 'job finished');
+      }
+    };
+    wrapped[name] = (payload, helpers) => {
+      const requestId = requestIdOfPayload(payload);
+      return requestId ? runWithRequestId(requestId, () => logged(payload, helpers)) : logged(payload, helpers);
+    };
+  }
+  return wrapped;
+}
+
+/** Counts jobs by task and outcome, and times them (lib/platform/metrics.ts). */
+function observeJobs(events: WorkerEvents, ctx: PlatformContext): void {
+  const started = new Map<string, (labels?: { outcome?: string }) => number>();
+  events.on('job:start', ({ job }) => started.set(job.id, ctx.metrics.workerJobDuration.startTimer({ task: job.task_identifier })));
+  const done = (outcome: 'success' | 'error') => ({ job }: { job: { id: string; task_identifier: string } }) => {
+    ctx.metrics.workerJobs.inc({ task: job.task_identifier, outcome });
+    started.get(job.id)?.({ outcome });
+    started.delete(job.id);
+  };
+  events.on('job:success', done('success'));
+  events.on('job:error', done('error'));
 }

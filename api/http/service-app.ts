@@ -1,13 +1,16 @@
 /**
- * The Express app every service starts from: request ids, structured request logs, the JSON body
- * parser with its size limit, and — added by `finish` — the 404 and error handlers that answer in
+ * The Express app every service starts from: request ids (also carried into the jobs a request
+ * enqueues), structured request logs, request metrics and `GET /metrics`, the JSON body parser with
+ * its size limit, and — added by `finish` — the 404 and error handlers that answer in
  * the service's error shape (a route may pick another shape through `res.locals.errorShape`).
  */
 import { randomUUID } from 'node:crypto';
 import express, { type ErrorRequestHandler, type Express, type RequestHandler } from 'express';
 import { pinoHttp } from 'pino-http';
 import type { PlatformContext } from '../../lib/context.ts';
+import { runWithRequestId } from '../../lib/platform/request-context.ts';
 import { errorBody, HttpError, type ErrorShape } from './errors.ts';
+import { metricsRoute, observeRequests } from './metrics.ts';
 
 export type ServiceName = 'signals' | 'search' | 'aggregator';
 
@@ -30,6 +33,10 @@ export function createServiceApp(ctx: PlatformContext, service: ServiceName): Ex
     },
     customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'info' : 'debug'),
   }));
+  // Everything the request does (log lines, jobs it enqueues, calls to other services) knows its id.
+  app.use((req, _res, next) => runWithRequestId(String(req.id), next));
+  app.use(observeRequests(ctx.metrics, service));
+  app.get('/metrics', metricsRoute(ctx.metrics, ctx.config.METRICS_TOKEN));
   app.use(requireKnownContentType);
   app.use(express.json({ limit: ctx.config.HTTP_BODY_LIMIT, type: ['application/json', 'application/*+json'] }));
   return app;

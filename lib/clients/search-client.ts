@@ -13,6 +13,7 @@
 import type { Config } from '../platform/config.ts';
 import type { ModelVersion } from '../network/model-version.ts';
 import type { ItemRecord } from '../network/items.ts';
+import { requestIdHeader } from '../platform/request-context.ts';
 
 /** The search service cannot answer now; the caller answers its degraded way. */
 export class SearchUnavailableError extends Error {
@@ -49,7 +50,7 @@ export async function postToSearch<T>(ctx: SearchClientDeps, path: string, body:
   try {
     response = await fetch(new URL(path, ctx.urls.search), {
       method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/json', 'x-api-key': ctx.internalApiKey },
+      headers: { 'content-type': 'application/json', accept: 'application/json', 'x-api-key': ctx.internalApiKey, ...requestIdHeader() },
       body: JSON.stringify(body),
       signal: AbortSignal.timeout(timeoutMs),
     });

@@ -6,6 +6,7 @@
  * the configured body size per request, one result per item.
  */
 import type { ItemInput, LifecycleStatus } from '../network/items.ts';
+import { requestIdHeader } from '../platform/request-context.ts';
 
 /** Signals' per-item answer of a batch upsert. */
 export interface ItemPushResult {
@@ -48,7 +49,7 @@ export function createSignalsClient(options: { baseUrl: string; apiKey: string; 
     try {
       res = await fetch(batchUrl, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-api-key': apiKey },
+        headers: { 'content-type': 'application/json', 'x-api-key': apiKey, ...requestIdHeader() },
         body: `{"items":[${encoded.join(',')}]}`,
         signal: AbortSignal.timeout(timeoutMs),
       });

@@ -42,6 +42,8 @@ export const configSchema = z.object({
   /** Key the platform's own parts use to call signals and search; generated into DATA_DIR when unset. */
   INTERNAL_API_KEY: z.string().min(32).optional(),
   HTTP_BODY_LIMIT: byteSize.default(1024 * 1024),
+  /** Bearer token that lets a non-loopback client read GET /metrics; unset: loopback clients only. */
+  METRICS_TOKEN: z.string().min(16).optional(),
   /** How long signals waits for the search service (discover, match score) before answering its degraded way. */
   SEARCH_TIMEOUT_MS: positiveInt.default(2000),
 

@@ -4,6 +4,7 @@
  * Uses graphile-worker's SQL API (`graphile_worker.add_job` / `add_jobs`, see its docs "SQL add_job").
  */
 import type { Queryable } from './db.ts';
+import { withRequestId } from './request-context.ts';
 
 export interface JobSpec {
   /** Task identifier, e.g. `bulk-upload-process`. */
@@ -18,17 +19,20 @@ export interface JobSpec {
   priority?: number;
 }
 
-/** Adds one job through `client` (a pool or a client inside a transaction). */
+/**
+ * Adds one job through `client` (a pool or a client inside a transaction). The current request id
+ * (lib/platform/request-context.ts) travels in the payload, so the job's log lines carry it too.
+ */
 export async function enqueue(client: Queryable, spec: JobSpec): Promise<void> {
   await client.query(
     `SELECT graphile_worker.add_job(identifier => $1, payload => $2::json, queue_name => $3, run_at => $4,
        max_attempts => $5, job_key => $6, priority => $7)`,
-    [spec.task, JSON.stringify(spec.payload ?? {}), spec.queueName ?? null, spec.runAt ?? null,
+    [spec.task, JSON.stringify(withRequestId(spec.payload ?? {})), spec.queueName ?? null, spec.runAt ?? null,
       spec.maxAttempts ?? null, spec.jobKey ?? null, spec.priority ?? null],
   );
 }
 
-/** Adds many jobs in one statement (`graphile_worker.add_jobs`), through `client`. */
+/** Adds many jobs in one statement (`graphile_worker.add_jobs`), through `client`; request ids as `enqueue`. */
 export async function enqueueMany(client: Queryable, specs: JobSpec[]): Promise<void> {
   if (specs.length === 0) return;
   await client.query(
@@ -37,8 +41,21 @@ export async function enqueueMany(client: Queryable, specs: JobSpec[]): Promise<
        FROM json_to_recordset($1::json) AS s(identifier text, payload json, queue_name text, run_at timestamptz,
          max_attempts integer, job_key text, priority integer)))`,
     [JSON.stringify(specs.map((s) => ({
-      identifier: s.task, payload: s.payload ?? {}, queue_name: s.queueName ?? null, run_at: s.runAt?.toISOString() ?? null,
+      identifier: s.task, payload: withRequestId(s.payload ?? {}), queue_name: s.queueName ?? null, run_at: s.runAt?.toISOString() ?? null,
       max_attempts: s.maxAttempts ?? null, job_key: s.jobKey ?? null, priority: s.priority ?? null,
     })))],
   );
+}
+
+/**
+ * Jobs due and not locked, per task identifier: the queue depth (graphile-worker's private tables,
+ * read-only; graphile-worker 0.17 "Database schema"). Permanently failed jobs are not counted.
+ */
+export async function queueDepth(db: Queryable): Promise<Array<{ task: string; jobs: number }>> {
+  const { rows } = await db.query<{ task: string; jobs: number }>(
+    `SELECT t.identifier AS task, count(*)::int AS jobs
+       FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks t ON t.id = j.task_id
+      WHERE j.locked_at IS NULL AND j.run_at <= now() AND j.attempts < j.max_attempts
+      GROUP BY t.identifier`);
+  return rows;
 }

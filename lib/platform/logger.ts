@@ -1,9 +1,21 @@
 /** Structured logging with pino: one JSON line per event, on stderr so stdout stays for command output. */
-import { pino, type Logger } from 'pino';
+import { pino, type DestinationStream, type Logger } from 'pino';
+import { currentRequestId } from './request-context.ts';
 
 export type { Logger };
 
-/** Creates the root logger; `level` is a pino level name (see LOG_LEVEL). */
-export function createLogger(level: string, name = 'ldp'): Logger {
-  return pino({ name, level, redact: ['req.headers.authorization', 'req.headers["x-api-key"]'] }, pino.destination(2));
+/**
+ * Creates the root logger; `level` is a pino level name (see LOG_LEVEL). Every line written while a
+ * request or a job runs carries its `requestId` (lib/platform/request-context.ts). Lines go to
+ * `destination` (default stderr).
+ */
+export function createLogger(level: string, name = 'ldp', destination: DestinationStream = pino.destination(2)): Logger {
+  return pino({
+    name, level,
+    redact: ['req.headers.authorization', 'req.headers["x-api-key"]', 'req.headers.cookie', 'res.headers["set-cookie"]'],
+    mixin: () => {
+      const requestId = currentRequestId();
+      return requestId ? { requestId } : {};
+    },
+  }, destination);
 }

@@ -1,0 +1,65 @@
+/**
+ * HTTP metrics: a request-duration observer for every route, and `GET /metrics` (Prometheus text
+ * format) answering loopback clients, and others only with `Authorization: Bearer METRICS_TOKEN`
+ * (docs/decisions.md, "Metrics"); anyone else gets the 404 of an unknown route.
+ */
+import { timingSafeEqual } from 'node:crypto';
+import type { RequestHandler } from 'express';
+import type { Metrics } from '../../lib/platform/metrics.ts';
+
+/**
+ * Observes each request's duration under its route template (`/v1/links/:id`; `(unmatched)` when no
+ * route matched) once the response is sent. The template is noted when Express sets `req.route`,
+ * because `req.baseUrl` (the mount path) is reset once an error leaves the router.
+ */
+export function observeRequests(metrics: Metrics, service: string): RequestHandler {
+  return (req, res, next) => {
+    const end = metrics.httpRequestDuration.startTimer();
+    let route: { path: unknown } | undefined;
+    let template = '(unmatched)';
+    Object.defineProperty(req, 'route', {
+      configurable: true, enumerable: true,
+      get: () => route,
+      set(value: { path: unknown } | undefined) {
+        route = value;
+        if (value) template = `${req.baseUrl}${String(value.path)}`;
+      },
+    });
+    res.once('finish', () => end({ service, method: req.method, route: template, status: String(res.statusCode) }));
+    next();
+  };
+}
+
+/** Whether `address` (as Node reports the peer) is a loopback address (127.0.0.0/8 or ::1). */
+function isLoopback(address: string | undefined): boolean {
+  if (!address) return false;
+  const v4 = address.startsWith('::ffff:') ? address.slice(7) : address;
+  return address === '::1' || /^127\.\d+\.\d+\.\d+$/.test(v4);
+}
+
+function tokenMatches(header: string | undefined, token: string | undefined): boolean {
+  const match = /^Bearer\s+(\S+)$/i.exec(header ?? '');
+  if (!match || !token) return false;
+  const given = Buffer.from(match[1]);
+  const expected = Buffer.from(token);
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+/**
+ * Whether a client at `remoteAddress` sending `authorization` may read the metrics: loopback
+ * clients always; others with `Bearer <token>` when a token is configured.
+ */
+export function metricsAllowed(remoteAddress: string | undefined, authorization: string | undefined, token: string | undefined): boolean {
+  return isLoopback(remoteAddress) || tokenMatches(authorization, token);
+}
+
+/** `GET /metrics`: the process's registry, for clients `metricsAllowed` lets in (else the 404 handler). */
+export function metricsRoute(metrics: Metrics, token: string | undefined): RequestHandler {
+  return async (req, res, next) => {
+    if (!metricsAllowed(req.socket.remoteAddress, req.header('authorization'), token)) {
+      next();
+      return;
+    }
+    res.set('content-type', metrics.registry.contentType).send(await metrics.registry.metrics());
+  };
+}

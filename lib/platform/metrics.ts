@@ -1,0 +1,61 @@
+/**
+ * Prometheus metrics of one process (prom-client): the default process metrics, HTTP request
+ * durations, graphile-worker jobs, and gauges the services add (read when scraped). One registry
+ * per platform context, served at `GET /metrics` by every service of the process
+ * (api/http/metrics.ts). Names follow the Prometheus naming guide (base units: seconds, bytes).
+ */
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+export interface Metrics {
+  registry: Registry;
+  /** `http_request_duration_seconds{service, method, route, status}`: route is the template (`/v1/links/:id`). */
+  httpRequestDuration: Histogram<'service' | 'method' | 'route' | 'status'>;
+  /** `worker_jobs_total{task, outcome}`: outcome `success` or `error` (an error is retried until attempts run out). */
+  workerJobs: Counter<'task' | 'outcome'>;
+  /** `worker_job_duration_seconds{task, outcome}`. */
+  workerJobDuration: Histogram<'task' | 'outcome'>;
+  /**
+   * Adds a gauge whose value(s) are read by `collect` at each scrape (e.g. from the database); a
+   * second call with the same name keeps the first gauge. A failing `collect` leaves the gauge empty
+   * for that scrape and never fails the scrape.
+   */
+  gauge<L extends string>(name: string, help: string, labelNames: readonly L[], collect: () => Promise<Array<{ labels?: Partial<Record<L, string>>; value: number }>>): void;
+}
+
+/** Creates the registry of a process with its default metrics. */
+export function createMetrics(): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  return {
+    registry,
+    httpRequestDuration: new Histogram({
+      name: 'http_request_duration_seconds', help: 'HTTP request duration by service, route template and status.',
+      labelNames: ['service', 'method', 'route', 'status'], registers: [registry],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    }),
+    workerJobs: new Counter({
+      name: 'worker_jobs_total', help: 'graphile-worker jobs run, by task and outcome.', labelNames: ['task', 'outcome'], registers: [registry],
+    }),
+    workerJobDuration: new Histogram({
+      name: 'worker_job_duration_seconds', help: 'graphile-worker job duration, by task and outcome.', labelNames: ['task', 'outcome'],
+      registers: [registry], buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300],
+    }),
+    gauge(name, help, labelNames, collect) {
+      if (registry.getSingleMetric(name)) return;
+      new Gauge({
+        name, help, labelNames: [...labelNames], registers: [registry],
+        async collect() {
+          this.reset();
+          try {
+            for (const { labels, value } of await collect()) {
+              if (labels) this.set(labels as never, value);
+              else this.set(value);
+            }
+          } catch {
+            // The scrape still answers; the gauge is absent this time.
+          }
+        },
+      });
+    },
+  };
+}
