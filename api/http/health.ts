@@ -27,15 +27,24 @@ export function healthRoutes(
   });
   router.get('/ready', async (_req, res) => {
     const checks: Record<string, ReadinessCheck> = {};
-    try {
+    // Each check stands alone: one that throws is reported failed, never left out (which would read as ready).
+    const check = async (name: string, run: () => Promise<ReadinessCheck>) => {
+      try {
+        checks[name] = await run();
+      } catch (err) {
+        checks[name] = { ok: false, error: (err as Error).message };
+      }
+    };
+    await check('database', async () => {
       await ctx.pool.query('SELECT 1');
-      checks.database = { ok: true };
-      checks.migrations = await migrationStatus(ctx.pool).then((m) => ({ ok: m.current, ...m }));
-      const worker = await workerAlive(ctx.pool);
-      checks.worker = { ok: worker.alive, workers: worker.count };
+      return { ok: true };
+    });
+    await check('migrations', async () => migrationStatus(ctx.pool).then((m) => ({ ok: m.current, ...m })));
+    await check('worker', async () => workerAlive(ctx.pool).then((w) => ({ ok: w.alive, workers: w.count })));
+    try {
       Object.assign(checks, await extraChecks());
     } catch (err) {
-      checks.database ??= { ok: false, error: (err as Error).message };
+      checks[`${service}_checks`] = { ok: false, error: (err as Error).message };
     }
     const ready = Object.values(checks).every((c) => c.ok);
     res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'not_ready', service, checks });

@@ -24,7 +24,10 @@ const idParam = z.object({ item_id: z.uuid() });
 const batchSchema = z.object({ items: z.array(z.unknown()).min(1).max(MAX_BATCH_ITEMS) });
 const lifecycleSchema = z.object({ lifecycle_status: z.enum(LIFECYCLE_STATUSES) });
 const feedSchema = z.object({
-  after: z.string().regex(/^[^,]+,[0-9a-f-]{36}$/, 'expected the next_cursor of the previous page').optional(),
+  after: z.string().refine((cursor) => {
+    const [updatedAt, itemId, ...rest] = cursor.split(',');
+    return rest.length === 0 && z.iso.datetime({ precision: 6 }).safeParse(updatedAt).success && z.uuid().safeParse(itemId).success;
+  }, 'expected the next_cursor of the previous page').optional(),
   limit: z.coerce.number().int().min(1).max(1000).default(500),
 });
 

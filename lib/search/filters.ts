@@ -57,7 +57,9 @@ export function resolveFilter(domain: Domain, filter: { op: FilterOp; target: st
     case 'eq':
     case 'neq':
       if (isArrayField) {
-        if (!Array.isArray(value) || !value.every((v) => fits(v, kind))) return bad(`${op} on ${field.name} needs a list of ${kind} values (use contains for one element)`);
+        if (!Array.isArray(value) || value.length > MAX_FILTER_VALUES || !value.every((v) => fits(v, kind))) {
+          return bad(`${op} on ${field.name} needs a list of at most ${MAX_FILTER_VALUES} ${kind} values (use contains for one element)`);
+        }
         return { field, op, value };
       }
       if (!fits(value, kind)) return bad(`${op} on ${field.name} needs ${article(kind)}`);
@@ -70,7 +72,9 @@ export function resolveFilter(domain: Domain, filter: { op: FilterOp; target: st
     case 'contains':
       if (isArrayField) {
         const values = Array.isArray(value) ? value : [value];
-        if (!values.length || !values.every((v) => fits(v, kind))) return bad(`contains on ${field.name} needs ${article(kind)} or a list of them`);
+        if (!values.length || values.length > MAX_FILTER_VALUES || !values.every((v) => fits(v, kind))) {
+          return bad(`contains on ${field.name} needs ${article(kind)} or ${listOf(`${kind} values`)}`);
+        }
         return { field, op, value: values };
       }
       if (kind !== 'string') return bad(`contains applies to text and list fields, not to ${field.name}`);

@@ -8,13 +8,17 @@
  *   item.id, geometry/orderingCenter type) keep the raw string, so that a messageId `123` or a
  *   textSearch `2024` stays text; a JSON-quoted value there is unquoted;
  * - rejected with 400: keys naming `__proto__`, `constructor` or `prototype`, empty segments,
- *   indices with leading zeros or above MAX_FLAT_INDEX, gaps in array indices, a key that is both
- *   a leaf and a parent, and a container that is both an array and an object.
+ *   indices with leading zeros or above MAX_FLAT_INDEX, keys of more than MAX_FLAT_DEPTH segments,
+ *   gaps in array indices, a key that is both a leaf and a parent, and a container that is both an
+ *   array and an object. Keys are only ever used as map keys or own properties, so names such as
+ *   `toString` or `valueOf` are ordinary keys (the schema then refuses them as unknown).
  */
 import { SearchError } from './request.ts';
 
 /** Largest array index accepted (no array of the search body is longer). */
 export const MAX_FLAT_INDEX = 99;
+/** Most segments in a key: the deepest path of the search body has 7 (`message.intent.spatial.N.geometry.coordinates.N`). */
+export const MAX_FLAT_DEPTH = 10;
 const FORBIDDEN = new Set(['__proto__', 'constructor', 'prototype']);
 const INDEX = /^(0|[1-9]\d*)$/;
 
@@ -60,11 +64,15 @@ export function unflattenSearchBody(flat: unknown): unknown {
   if (typeof flat !== 'object' || flat === null || Array.isArray(flat)) {
     throw new SearchError(400, 'invalid_request', 'Invalid request body: expected a flat JSON object of dot-path keys');
   }
-  const fields: Record<string, string[]> = {};
+  const fields: Record<string, string[]> = Object.create(null);
   const problem = (key: string, message: string) => (fields[key] ??= []).push(message);
   const root: Node = { kind: 'object', children: new Map() };
   for (const [key, raw] of Object.entries(flat)) {
-    const path = key.split('.');
+    const path = key.split('.', MAX_FLAT_DEPTH + 1);
+    if (path.length > MAX_FLAT_DEPTH) {
+      problem(key.slice(0, 200), `a key may have at most ${MAX_FLAT_DEPTH} dot-separated segments`);
+      continue;
+    }
     const bad = path.find((s) => s === '' || FORBIDDEN.has(s));
     if (bad !== undefined) {
       problem(key, bad === '' ? 'empty path segment' : `path segment "${bad}" is not allowed`);
