@@ -121,6 +121,12 @@ describe('aggregator bearer tokens', () => {
       return `${enc({ alg: 'none', typ: 'JWT' })}.${enc({ ...claims(), iss: platform.config.JWT_ISSUER, aud: platform.config.JWT_AUDIENCE, sub: 'x', exp: now + 600 })}.`;
     }, /invalid/],
     ['garbage', async () => 'not.a.jwt', /malformed/],
+    ['with a tampered payload (roles raised after signing)', async () => {
+      const [header, payload, signature] = (await sign({ payload: { roles: ['viewer'] } })).split('.');
+      const raised = { ...JSON.parse(Buffer.from(payload, 'base64url').toString()), roles: ['admin'] };
+      return `${header}.${Buffer.from(JSON.stringify(raised)).toString('base64url')}.${signature}`;
+    }, /invalid/],
+    ['naming an unknown key id (kid)', () => sign({ kid: 'no-such-key' }), /invalid/],
     ['without the aggregator claims', () => sign({ payload: { aggregator_id: undefined, roles: undefined } }), /lacks the aggregator claims/],
     ['naming an unknown aggregator', () => sign({ payload: { aggregator_id: randomUUID() } }), /unknown aggregator/],
     ['naming another organisation', () => sign({ payload: { org_id: randomUUID() } }), /unknown aggregator/],
