@@ -171,7 +171,7 @@ describe('reading, listing and starting bulk uploads', () => {
     expect(started.body).toMatchObject({ upload_id: job.upload_id, status: 'running', attested_by: `aggregator:${agg.aggregatorId}`, attested_at: expect.any(String) });
     const { rows: jobs } = await platform.ctx.pool.query(
       `SELECT j.payload FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks t ON t.id = j.task_id WHERE t.identifier = 'bulk-upload-stage'`);
-    expect(jobs.map((j) => j.payload)).toContainEqual({ upload_id: job.upload_id });
+    expect(jobs.map((j) => j.payload)).toContainEqual({ upload_id: job.upload_id, _request_id: started.headers['x-request-id'] });
 
     const again = await startUpload(platform, agg.token, job.upload_id);
     expect(again.status).toBe(200);
