@@ -8,6 +8,7 @@ import { healthRoutes } from '../http/health.ts';
 import { createServiceApp, finishServiceApp } from '../http/service-app.ts';
 import { bulkUploadRoutes } from './bulk-uploads.ts';
 import { templateRoutes } from './templates.ts';
+import { linkRoutes } from './links.ts';
 
 export function createAggregatorApp(ctx: PlatformContext): Express {
   const app = createServiceApp(ctx, 'aggregator');
@@ -28,6 +29,7 @@ export function createAggregatorApp(ctx: PlatformContext): Express {
     });
   });
   app.use('/v1', bulkUploadRoutes(ctx));
+  app.use('/v1', linkRoutes(ctx));
   finishServiceApp(app, 'C');
   return app;
 }
