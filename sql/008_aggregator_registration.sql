@@ -88,8 +88,12 @@ CREATE TABLE aggregator.registration_links (
 CREATE UNIQUE INDEX registration_links_slug_uq ON aggregator.registration_links (org_id, slug);
 CREATE INDEX registration_links_aggregator_idx ON aggregator.registration_links (aggregator_id, created_at DESC, link_id DESC);
 
--- Participants that arrived through a registration link.
-ALTER TABLE aggregator.participants ADD COLUMN registration_link_id uuid REFERENCES aggregator.registration_links (link_id);
+-- Participants that arrived through a registration link, the consent they gave there, and why
+-- signals refused the push (a refused item is kept, not retried: tasks/aggregator-push-participant.ts).
+ALTER TABLE aggregator.participants
+  ADD COLUMN registration_link_id uuid REFERENCES aggregator.registration_links (link_id),
+  ADD COLUMN consent              jsonb,
+  ADD COLUMN push_error           text;
 -- Blind indexes across aggregators, for `owned_elsewhere`.
 CREATE INDEX participants_phone_index_idx ON aggregator.participants (phone_index) WHERE phone_index IS NOT NULL;
 CREATE INDEX participants_email_index_idx ON aggregator.participants (email_index) WHERE email_index IS NOT NULL;

@@ -10,6 +10,8 @@ import { bulkUploadChunk } from '../tasks/bulk-upload-chunk.ts';
 import { bulkUploadFinish } from '../tasks/bulk-upload-finish.ts';
 import { bulkUploadStage } from '../tasks/bulk-upload-stage.ts';
 import { searchIndexItems } from '../tasks/search-index-items.ts';
+import { PUSH_PARTICIPANT_TASK } from '../lib/aggregator/public-registration.ts';
+import { aggregatorPushParticipant } from '../tasks/aggregator-push-participant.ts';
 import { RECONCILE_TASK, searchReconcile } from '../tasks/search-reconcile.ts';
 
 export function createTaskList(ctx: PlatformContext): TaskList {
@@ -19,5 +21,6 @@ export function createTaskList(ctx: PlatformContext): TaskList {
     [FINISH_TASK]: bulkUploadFinish(ctx),
     [SEARCH_INDEX_TASK]: searchIndexItems(ctx),
     [RECONCILE_TASK]: searchReconcile(ctx),
+    [PUSH_PARTICIPANT_TASK]: aggregatorPushParticipant(ctx),
   };
 }

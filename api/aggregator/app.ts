@@ -9,6 +9,7 @@ import { createServiceApp, finishServiceApp } from '../http/service-app.ts';
 import { bulkUploadRoutes } from './bulk-uploads.ts';
 import { templateRoutes } from './templates.ts';
 import { linkRoutes } from './links.ts';
+import { publicRegistrationRoutes } from './public-registrations.ts';
 
 export function createAggregatorApp(ctx: PlatformContext): Express {
   const app = createServiceApp(ctx, 'aggregator');
@@ -17,6 +18,7 @@ export function createAggregatorApp(ctx: PlatformContext): Express {
   app.get('/.well-known/jwks.json', (_req, res) => {
     res.json(ctx.tokens.jwks());
   });
+  app.use('/public/v1', publicRegistrationRoutes(ctx));
   app.use('/v1', bearerAuth(ctx));
   // Before the bulk-upload routes, so that /v1/bulk-uploads/template is not taken for an upload id.
   app.use('/v1', templateRoutes(ctx));

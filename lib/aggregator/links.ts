@@ -19,6 +19,8 @@ export interface LinkRow {
   aggregator_id: string;
   org_id: string;
   org_slug: string;
+  /** The organisation's display name. */
+  org_name: string;
   slug: string;
   domain: string;
   registration_mode: string;
@@ -52,7 +54,7 @@ export interface LinkView {
   updated_at: string;
 }
 
-const SELECT = `SELECT l.link_id, l.aggregator_id, l.org_id, o.slug AS org_slug, l.slug, l.domain, l.registration_mode, l.status,
+const SELECT = `SELECT l.link_id, l.aggregator_id, l.org_id, o.slug AS org_slug, o.display_name AS org_name, l.slug, l.domain, l.registration_mode, l.status,
        l.context, l.expires_at, l.passed, l.failed, l.skipped, l.created_at, l.updated_at
   FROM aggregator.registration_links l JOIN aggregator.organisations o USING (org_id)`;
 
