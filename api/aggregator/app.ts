@@ -10,6 +10,7 @@ import { bulkUploadRoutes } from './bulk-uploads.ts';
 import { templateRoutes } from './templates.ts';
 import { linkRoutes } from './links.ts';
 import { publicRegistrationRoutes } from './public-registrations.ts';
+import { registrationFormRoutes } from './registration-form.ts';
 
 export function createAggregatorApp(ctx: PlatformContext): Express {
   const app = createServiceApp(ctx, 'aggregator');
@@ -19,6 +20,7 @@ export function createAggregatorApp(ctx: PlatformContext): Express {
     res.json(ctx.tokens.jwks());
   });
   app.use('/public/v1', publicRegistrationRoutes(ctx));
+  app.use(registrationFormRoutes(ctx));
   app.use('/v1', bearerAuth(ctx));
   // Before the bulk-upload routes, so that /v1/bulk-uploads/template is not taken for an upload id.
   app.use('/v1', templateRoutes(ctx));
