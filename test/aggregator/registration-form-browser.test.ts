@@ -58,7 +58,7 @@ describe.skipIf(!present)(`registration form page in headless Chromium${present 
     expect(await page.locator('#f-gender option').allTextContents()).toEqual(['— choose —', 'female', 'male', 'other', 'prefer not to say']);
     expect(await page.locator('#f-languages').getAttribute('multiple')).not.toBeNull();
     expect(await page.locator('input[type=checkbox]').count()).toBe(2);
-    expect(await page.locator('.qr img').evaluate((img: HTMLImageElement) => img.naturalWidth)).toBeGreaterThan(0);
+    expect(await page.locator('.qr img').evaluate((img) => (img as unknown as { naturalWidth: number }).naturalWidth)).toBeGreaterThan(0);
   });
 
   it('shows field errors next to their fields and keeps what was typed', async () => {
