@@ -1,7 +1,7 @@
 /** The `ldp` command line (run as `npx ldp …` from the repository root). */
 import { Command } from 'commander';
 import { SERVICES } from '../api/server.ts';
-import { aggregatorCreate, token } from './commands/aggregator.ts';
+import { aggregatorApprove, aggregatorCreate, token } from './commands/aggregator.ts';
 import { fixturesSeekers } from './commands/fixtures.ts';
 import { keysCreate, keysList, keysRevoke } from './commands/keys.ts';
 import { health } from './commands/health.ts';
@@ -61,6 +61,7 @@ program.command('aggregator')
   .option('--org-slug <slug>', 'organisation slug (default: from the name)')
   .description('create an approved aggregator with its organisation; prints JSON')
   .action(aggregatorCreate);
+program.commands.find((c) => c.name() === 'aggregator')!.command('approve <id>').description('approve a pending aggregator registration (as its signed review link does); prints JSON').action(aggregatorApprove);
 
 program.command('token')
   .description('print a bearer token for an aggregator (built-in issuer)')

@@ -12,6 +12,11 @@ import { bulkUploadStage } from '../tasks/bulk-upload-stage.ts';
 import { searchIndexItems } from '../tasks/search-index-items.ts';
 import { PUSH_PARTICIPANT_TASK } from '../lib/aggregator/public-registration.ts';
 import { aggregatorPushParticipant } from '../tasks/aggregator-push-participant.ts';
+import { DECISION_EMAIL_TASK, REVIEW_EMAIL_TASK } from '../lib/aggregator/review-links.ts';
+import { PUSH_ORGANISATION_TASK } from '../lib/aggregator/registrations.ts';
+import { aggregatorSendReviewEmail } from '../tasks/aggregator-send-review-email.ts';
+import { aggregatorSendDecisionEmail } from '../tasks/aggregator-send-decision-email.ts';
+import { aggregatorPushOrganisation } from '../tasks/aggregator-push-organisation.ts';
 import { RECONCILE_TASK, searchReconcile } from '../tasks/search-reconcile.ts';
 
 export function createTaskList(ctx: PlatformContext): TaskList {
@@ -22,5 +27,8 @@ export function createTaskList(ctx: PlatformContext): TaskList {
     [SEARCH_INDEX_TASK]: searchIndexItems(ctx),
     [RECONCILE_TASK]: searchReconcile(ctx),
     [PUSH_PARTICIPANT_TASK]: aggregatorPushParticipant(ctx),
+    [REVIEW_EMAIL_TASK]: aggregatorSendReviewEmail(ctx),
+    [DECISION_EMAIL_TASK]: aggregatorSendDecisionEmail(ctx),
+    [PUSH_ORGANISATION_TASK]: aggregatorPushOrganisation(ctx),
   };
 }

@@ -11,6 +11,9 @@ import { templateRoutes } from './templates.ts';
 import { linkRoutes } from './links.ts';
 import { publicRegistrationRoutes } from './public-registrations.ts';
 import { registrationFormRoutes } from './registration-form.ts';
+import { orgRoutes } from './orgs.ts';
+import { aggregatorRegistrationRoutes } from './aggregator-registrations.ts';
+import { reviewRoutes } from './reviews.ts';
 
 export function createAggregatorApp(ctx: PlatformContext): Express {
   const app = createServiceApp(ctx, 'aggregator');
@@ -20,7 +23,9 @@ export function createAggregatorApp(ctx: PlatformContext): Express {
     res.json(ctx.tokens.jwks());
   });
   app.use('/public/v1', publicRegistrationRoutes(ctx));
-  app.use(registrationFormRoutes(ctx));
+  app.use(registrationFormRoutes(ctx), reviewRoutes(ctx));
+  // Registration endpoints carry no aggregator token: before bearerAuth.
+  app.use('/v1', orgRoutes(ctx), aggregatorRegistrationRoutes(ctx));
   app.use('/v1', bearerAuth(ctx));
   // Before the bulk-upload routes, so that /v1/bulk-uploads/template is not taken for an upload id.
   app.use('/v1', templateRoutes(ctx));

@@ -38,7 +38,8 @@ input[type=checkbox]{width:auto;margin-right:.5rem}.check{display:flex;align-ite
 button{font:inherit;margin-top:1.5rem;padding:.6rem 1.4rem;background:#0b57d0;color:#fff;border:0;border-radius:4px;cursor:pointer}
 .qr{margin-top:2rem;color:#555;font-size:.9rem}.qr img{width:8rem;height:8rem;display:block}`;
 
-function page(title: string, body: string): string {
+/** A complete HTML page with the shared style. */
+export function htmlPage(title: string, body: string): string {
   return `<!doctype html>
 <html lang="en">
 <head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -96,7 +97,7 @@ export function formPage(ctx: PlatformContext, link: LinkRow, values: FormValues
     const err = byField.get(name);
     return `<div class="field">${err ? `<p class="error" id="${id}-error">${err.map(escapeHtml).join(' ')}</p>` : ''}<label class="check" for="${id}"><input type="checkbox" id="${id}" name="${name}" value="true"${values[name] ? ' checked' : ''}${consentRequired ? ' aria-required="true"' : ''}${err ? ` aria-invalid="true" aria-describedby="${id}-error"` : ''}>${escapeHtml(texts[name])}${consentRequired ? ' <span class="req" aria-hidden="true">*</span>' : ''}</label></div>`;
   }).join('\n');
-  return page(`Register with ${link.org_name}`, `<h1>Register with ${escapeHtml(link.org_name)}</h1>
+  return htmlPage(`Register with ${link.org_name}`, `<h1>Register with ${escapeHtml(link.org_name)}</h1>
 <p>${escapeHtml(domain.label)} registration on the ${escapeHtml(ctx.network.name)}. Fields marked <span class="req">*</span> are required.</p>
 ${summary}
 <form method="post" action="${escapeHtml(path)}" novalidate>
@@ -114,8 +115,8 @@ ${consent}
 function outcomePage(link: LinkRow, result: Exclude<SubmissionResult, { status: 400 }>): string {
   const body = result.body as { message?: string; submission_id?: string };
   return result.status === 201
-    ? page('Registered', `<div class="ok" role="status"><h1>You are registered</h1><p>Thank you. ${escapeHtml(link.org_name)} has received your registration.</p><p>Reference: <code>${escapeHtml(body.submission_id)}</code></p></div>`)
-    : page('Already registered', `<div class="summary" role="status"><h1>Already registered</h1><p>${escapeHtml(body.message)}</p></div>`);
+    ? htmlPage('Registered', `<div class="ok" role="status"><h1>You are registered</h1><p>Thank you. ${escapeHtml(link.org_name)} has received your registration.</p><p>Reference: <code>${escapeHtml(body.submission_id)}</code></p></div>`)
+    : htmlPage('Already registered', `<div class="summary" role="status"><h1>Already registered</h1><p>${escapeHtml(body.message)}</p></div>`);
 }
 
 /** Turns the url-encoded form body into the public registration's body (lists from lines and multi-selects). */
@@ -143,7 +144,7 @@ export function registrationFormRoutes(ctx: PlatformContext): Router {
     if (!(err instanceof HttpError) || ![404, 410, 429].includes(err.status)) throw err;
     const title = { 404: 'Registration link not found', 410: 'Registration closed', 429: 'Too many registrations' }[err.status as 404 | 410 | 429];
     const text = { 404: 'This registration link does not exist or is not open. Check the address with whoever shared it.', 410: 'This registration link has expired.', 429: err.message }[err.status as 404 | 410 | 429];
-    res.status(err.status).set(err.headers ?? {}).type('html').send(page(title, `<h1>${escapeHtml(title)}</h1><p role="alert">${escapeHtml(text)}</p>`));
+    res.status(err.status).set(err.headers ?? {}).type('html').send(htmlPage(title, `<h1>${escapeHtml(title)}</h1><p role="alert">${escapeHtml(text)}</p>`));
   };
   const linkOf = (req: Request) => openPublicLink(ctx, String(req.params.orgSlug), String(req.params.slug));
 

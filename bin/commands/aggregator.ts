@@ -1,5 +1,6 @@
-/** `ldp aggregator create` and `ldp token`: aggregators and their bearer tokens (built-in issuer). */
+/** `ldp aggregator create|approve` and `ldp token`: aggregators, their approval and their bearer tokens (built-in issuer). */
 import { createAggregator, findAggregator } from '../../lib/aggregator/aggregators.ts';
+import { decideAggregator } from '../../lib/aggregator/registrations.ts';
 import { withTransaction } from '../../lib/platform/db.ts';
 import { ROLES } from '../../lib/platform/tokens.ts';
 import { CliError, withPlatformContext } from '../command-context.ts';
@@ -38,4 +39,20 @@ export async function token(opts: { aggregator: string; ttl: string; roles: stri
     }, ttl);
   });
   process.stdout.write(`${jwt}\n`);
+}
+
+/**
+ * Approves a pending aggregator registration (as its signed review link would): aggregator and its
+ * own pending organisation approved, login enabled, organisation push and e-mail enqueued.
+ * Prints `{aggregator_id, status}`. @throws CliError when the aggregator is unknown or not pending.
+ */
+export async function aggregatorApprove(aggregatorId: string): Promise<void> {
+  await withPlatformContext(async (ctx) => {
+    const decided = await withTransaction(ctx.pool, (client) => decideAggregator(client, aggregatorId, 'approve', null));
+    if (!decided) {
+      const agg = await findAggregator(ctx.pool, aggregatorId);
+      throw new CliError(agg ? `Aggregator ${aggregatorId} is ${agg.status}, not pending` : `No aggregator with id ${aggregatorId}`);
+    }
+  });
+  process.stdout.write(`${JSON.stringify({ aggregator_id: aggregatorId, status: 'approved' })}\n`);
 }

@@ -103,7 +103,7 @@ export const configSchema = z.object({
   /** Registers POST /v1/orgs/create (organisations with aggregators under them); 404 when false. */
   ORG_HIERARCHY_ENABLED: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
   /** Who reviews organisation and aggregator registrations (receives the signed review links). */
-  NETWORK_ADMIN_EMAIL: z.email().optional(),
+  NETWORK_ADMIN_EMAIL: z.string().regex(/^[^\s@]+@[^\s@]+$/, 'expected an e-mail address').default('network-admin@localhost'),
   /** HS256 secret (at least 32 characters) signing review links; generated into DATA_DIR when unset. */
   REVIEW_LINK_SECRET: z.string().min(32).optional(),
   /** Public registrations accepted per link and client IP within REGISTRATION_RATE_LIMIT_WINDOW_SECONDS. */
