@@ -64,8 +64,9 @@ program.command('aggregator')
 program.commands.find((c) => c.name() === 'aggregator')!.command('approve <id>').description('approve a pending aggregator registration (as its signed review link does); prints JSON').action(aggregatorApprove);
 
 program.command('token')
-  .description('print a bearer token for an aggregator (built-in issuer)')
-  .requiredOption('--aggregator <id>', 'aggregator id')
+  .description('print a bearer token for an aggregator, or a person\'s (user) token (built-in issuer)')
+  .option('--aggregator <id>', 'aggregator id')
+  .option('--user <subject>', 'a person\'s token with this subject instead (e.g. to register an aggregator)')
   .option('--ttl <duration>', 'lifetime, e.g. 30m, 1h, 7d', '1h')
   .option('--roles <roles>', 'comma-separated roles: admin, operator, viewer', 'admin')
   .action(token);
