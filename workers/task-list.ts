@@ -17,6 +17,7 @@ import { PUSH_ORGANISATION_TASK } from '../lib/aggregator/registrations.ts';
 import { aggregatorSendReviewEmail } from '../tasks/aggregator-send-review-email.ts';
 import { aggregatorSendDecisionEmail } from '../tasks/aggregator-send-decision-email.ts';
 import { aggregatorPushOrganisation } from '../tasks/aggregator-push-organisation.ts';
+import { aggregatorCleanRateLimits, CLEAN_RATE_LIMITS_TASK } from '../tasks/aggregator-clean-rate-limits.ts';
 import { RECONCILE_TASK, searchReconcile } from '../tasks/search-reconcile.ts';
 
 export function createTaskList(ctx: PlatformContext): TaskList {
@@ -30,5 +31,6 @@ export function createTaskList(ctx: PlatformContext): TaskList {
     [REVIEW_EMAIL_TASK]: aggregatorSendReviewEmail(ctx),
     [DECISION_EMAIL_TASK]: aggregatorSendDecisionEmail(ctx),
     [PUSH_ORGANISATION_TASK]: aggregatorPushOrganisation(ctx),
+    [CLEAN_RATE_LIMITS_TASK]: aggregatorCleanRateLimits(ctx),
   };
 }

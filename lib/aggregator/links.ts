@@ -165,9 +165,14 @@ export async function moveLink(db: Queryable, aggregatorId: string, linkId: stri
   return link && { link, moved: rowCount === 1 };
 }
 
-/** The link published at `/r/{orgSlug}/{slug}` (any status), or null. */
+/**
+ * The link published at `/r/{orgSlug}/{slug}` (any status), or null — also when its aggregator or
+ * organisation is not approved (suspended, rejected): their links are closed with them.
+ */
 export async function findPublicLink(db: Queryable, orgSlug: string, slug: string): Promise<LinkRow | null> {
-  const { rows } = await db.query<LinkRow>(`${SELECT} WHERE o.slug = $1 AND l.slug = $2`, [orgSlug, slug]);
+  const { rows } = await db.query<LinkRow>(
+    `${SELECT} JOIN aggregator.aggregators a USING (aggregator_id)
+      WHERE o.slug = $1 AND l.slug = $2 AND o.status = 'approved' AND a.status = 'approved'`, [orgSlug, slug]);
   return rows[0] ?? null;
 }
 

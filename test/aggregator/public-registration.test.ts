@@ -6,6 +6,7 @@
  */
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { enqueue } from '../../lib/platform/jobs.ts';
 import { startTestPlatform, type TestAggregator, type TestPlatform } from '../helpers/platform.ts';
 
 let platform: TestPlatform;
@@ -185,6 +186,29 @@ describe('POST /public/v1/aggregators/{orgSlug}/registrations/{slug}', () => {
     // The limit is per link: another link of the same organisation still accepts.
     const fresh = await liveLink(agg);
     await register(agg, fresh.slug, {}).expect(400);
+  });
+});
+
+describe('closed links and the rate-limit store', () => {
+  it('closes the links of a suspended aggregator (404)', async () => {
+    const suspended = await platform.aggregator({ types: ['seeker'] });
+    const link = await liveLink(suspended);
+    await api().get(publicPath(suspended, link.slug)).expect(200);
+    await platform.ctx.pool.query(`UPDATE aggregator.aggregators SET status = 'suspended' WHERE aggregator_id = $1`, [suspended.aggregatorId]);
+    const res = await register(suspended, link.slug, PRIYA);
+    expect(res.status).toBe(404);
+    expectShapeC(res.body, 'Not Found', 'link_not_found');
+    expect((await api().get(`/r/${suspended.orgSlug}/${link.slug}`)).status).toBe(404);
+  });
+
+  it('deletes expired rate-limit counters with the aggregator-clean-rate-limits task, keeping live ones', async () => {
+    await platform.ctx.pool.query(
+      `INSERT INTO aggregator.registration_rate_limits (key, points, expire) VALUES ('t:old', 3, $1), ('t:live', 3, $2)`,
+      [Date.now() - 1000, Date.now() + 3_600_000]);
+    await enqueue(platform.ctx.pool, { task: 'aggregator-clean-rate-limits', payload: {} });
+    await until('the cleanup', async () => (await platform.ctx.pool.query(`SELECT 1 FROM aggregator.registration_rate_limits WHERE key = 't:old'`)).rows.length === 0);
+    const { rows } = await platform.ctx.pool.query(`SELECT key FROM aggregator.registration_rate_limits WHERE key LIKE 't:%'`);
+    expect(rows).toEqual([{ key: 't:live' }]);
   });
 });
 
