@@ -1,7 +1,7 @@
 /** The `ldp` command line (run as `npx ldp …` from the repository root). */
 import { Command } from 'commander';
 import { SERVICES } from '../api/server.ts';
-import { aggregatorCreate, token } from './commands/aggregator.ts';
+import { aggregatorApprove, aggregatorCreate, token } from './commands/aggregator.ts';
 import { fixturesSeekers } from './commands/fixtures.ts';
 import { keysCreate, keysList, keysRevoke } from './commands/keys.ts';
 import { health } from './commands/health.ts';
@@ -61,10 +61,12 @@ program.command('aggregator')
   .option('--org-slug <slug>', 'organisation slug (default: from the name)')
   .description('create an approved aggregator with its organisation; prints JSON')
   .action(aggregatorCreate);
+program.commands.find((c) => c.name() === 'aggregator')!.command('approve <id>').description('approve a pending aggregator registration (as its signed review link does); prints JSON').action(aggregatorApprove);
 
 program.command('token')
-  .description('print a bearer token for an aggregator (built-in issuer)')
-  .requiredOption('--aggregator <id>', 'aggregator id')
+  .description('print a bearer token for an aggregator, or a person\'s (user) token (built-in issuer)')
+  .option('--aggregator <id>', 'aggregator id')
+  .option('--user <subject>', 'a person\'s token with this subject instead (e.g. to register an aggregator)')
   .option('--ttl <duration>', 'lifetime, e.g. 30m, 1h, 7d', '1h')
   .option('--roles <roles>', 'comma-separated roles: admin, operator, viewer', 'admin')
   .action(token);

@@ -5,4 +5,6 @@
 export const crontab = [
   // Search: repair missed indexing and re-embed after a model change (tasks/search-reconcile.ts).
   '*/5 * * * * search-reconcile ?max=3&queue=search-reconcile&jobKey=search-reconcile&priority=20',
+  // Public registration: drop expired rate-limit counters (tasks/aggregator-clean-rate-limits.ts).
+  '17 * * * * aggregator-clean-rate-limits ?max=1&jobKey=aggregator-clean-rate-limits&priority=20',
 ].join('\n');

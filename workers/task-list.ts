@@ -10,6 +10,14 @@ import { bulkUploadChunk } from '../tasks/bulk-upload-chunk.ts';
 import { bulkUploadFinish } from '../tasks/bulk-upload-finish.ts';
 import { bulkUploadStage } from '../tasks/bulk-upload-stage.ts';
 import { searchIndexItems } from '../tasks/search-index-items.ts';
+import { PUSH_PARTICIPANT_TASK } from '../lib/aggregator/public-registration.ts';
+import { aggregatorPushParticipant } from '../tasks/aggregator-push-participant.ts';
+import { DECISION_EMAIL_TASK, REVIEW_EMAIL_TASK } from '../lib/aggregator/review-links.ts';
+import { PUSH_ORGANISATION_TASK } from '../lib/aggregator/registrations.ts';
+import { aggregatorSendReviewEmail } from '../tasks/aggregator-send-review-email.ts';
+import { aggregatorSendDecisionEmail } from '../tasks/aggregator-send-decision-email.ts';
+import { aggregatorPushOrganisation } from '../tasks/aggregator-push-organisation.ts';
+import { aggregatorCleanRateLimits, CLEAN_RATE_LIMITS_TASK } from '../tasks/aggregator-clean-rate-limits.ts';
 import { RECONCILE_TASK, searchReconcile } from '../tasks/search-reconcile.ts';
 
 export function createTaskList(ctx: PlatformContext): TaskList {
@@ -19,5 +27,10 @@ export function createTaskList(ctx: PlatformContext): TaskList {
     [FINISH_TASK]: bulkUploadFinish(ctx),
     [SEARCH_INDEX_TASK]: searchIndexItems(ctx),
     [RECONCILE_TASK]: searchReconcile(ctx),
+    [PUSH_PARTICIPANT_TASK]: aggregatorPushParticipant(ctx),
+    [REVIEW_EMAIL_TASK]: aggregatorSendReviewEmail(ctx),
+    [DECISION_EMAIL_TASK]: aggregatorSendDecisionEmail(ctx),
+    [PUSH_ORGANISATION_TASK]: aggregatorPushOrganisation(ctx),
+    [CLEAN_RATE_LIMITS_TASK]: aggregatorCleanRateLimits(ctx),
   };
 }

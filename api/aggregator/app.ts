@@ -8,6 +8,12 @@ import { healthRoutes } from '../http/health.ts';
 import { createServiceApp, finishServiceApp } from '../http/service-app.ts';
 import { bulkUploadRoutes } from './bulk-uploads.ts';
 import { templateRoutes } from './templates.ts';
+import { linkRoutes } from './links.ts';
+import { publicRegistrationRoutes } from './public-registrations.ts';
+import { registrationFormRoutes } from './registration-form.ts';
+import { orgRoutes } from './orgs.ts';
+import { aggregatorRegistrationRoutes } from './aggregator-registrations.ts';
+import { reviewRoutes } from './reviews.ts';
 
 export function createAggregatorApp(ctx: PlatformContext): Express {
   const app = createServiceApp(ctx, 'aggregator');
@@ -16,6 +22,10 @@ export function createAggregatorApp(ctx: PlatformContext): Express {
   app.get('/.well-known/jwks.json', (_req, res) => {
     res.json(ctx.tokens.jwks());
   });
+  app.use('/public/v1', publicRegistrationRoutes(ctx));
+  app.use(registrationFormRoutes(ctx), reviewRoutes(ctx));
+  // Registration endpoints carry no aggregator token: before bearerAuth.
+  app.use('/v1', orgRoutes(ctx), aggregatorRegistrationRoutes(ctx));
   app.use('/v1', bearerAuth(ctx));
   // Before the bulk-upload routes, so that /v1/bulk-uploads/template is not taken for an upload id.
   app.use('/v1', templateRoutes(ctx));
@@ -28,6 +38,7 @@ export function createAggregatorApp(ctx: PlatformContext): Express {
     });
   });
   app.use('/v1', bulkUploadRoutes(ctx));
+  app.use('/v1', linkRoutes(ctx));
   finishServiceApp(app, 'C');
   return app;
 }

@@ -16,6 +16,8 @@ export type ServiceName = 'signals' | 'search' | 'aggregator';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
+/** Server-rendered pages whose HTML forms post url-encoded bodies (registration form, review page), parsed by their routers. */
+const HTML_FORM_PATHS = /^\/(r|review)\//;
 
 /** Creates the app with the common middleware; add routes, then call `finishServiceApp`. */
 export function createServiceApp(ctx: PlatformContext, service: ServiceName): Express {
@@ -42,10 +44,11 @@ export function createServiceApp(ctx: PlatformContext, service: ServiceName): Ex
   return app;
 }
 
-/** 415 for a body that is neither JSON nor multipart (multipart routes check their own type). */
+/** 415 for a body that is neither JSON nor multipart (multipart routes check their own type), HTML form pages excepted. */
 const requireKnownContentType: RequestHandler = (req, _res, next) => {
   const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
-  if (BODY_METHODS.has(req.method) && hasBody && !req.is(['application/json', 'application/*+json', 'multipart/form-data'])) {
+  const htmlForm = HTML_FORM_PATHS.test(req.path) && req.is('application/x-www-form-urlencoded');
+  if (BODY_METHODS.has(req.method) && hasBody && !htmlForm && !req.is(['application/json', 'application/*+json', 'multipart/form-data'])) {
     next(new HttpError(415, `Content-Type must be application/json, not ${req.headers['content-type'] ?? 'missing'}`));
     return;
   }

@@ -1,5 +1,6 @@
-/** `ldp aggregator create` and `ldp token`: aggregators and their bearer tokens (built-in issuer). */
+/** `ldp aggregator create|approve` and `ldp token`: aggregators, their approval and their bearer tokens (built-in issuer). */
 import { createAggregator, findAggregator } from '../../lib/aggregator/aggregators.ts';
+import { decideAggregator } from '../../lib/aggregator/registrations.ts';
 import { withTransaction } from '../../lib/platform/db.ts';
 import { ROLES } from '../../lib/platform/tokens.ts';
 import { CliError, withPlatformContext } from '../command-context.ts';
@@ -23,19 +24,45 @@ export function parseDuration(value: string): number {
   return Number(match[1]) * { s: 1, m: 60, h: 3600, d: 86400 }[(match[2] ?? 's') as 's' | 'm' | 'h' | 'd'];
 }
 
-/** Mints a bearer token for an aggregator and prints it alone. */
-export async function token(opts: { aggregator: string; ttl: string; roles: string }): Promise<void> {
+/**
+ * Mints a bearer token and prints it alone: for an aggregator (`--aggregator ID`), or a person's
+ * (user) token with subject `--user SUB` (e.g. to register an aggregator).
+ */
+export async function token(opts: { aggregator?: string; user?: string; ttl: string; roles: string }): Promise<void> {
   const ttl = parseDuration(opts.ttl);
+  if (Boolean(opts.aggregator) === Boolean(opts.user)) throw new CliError('Give either --aggregator ID or --user SUBJECT');
+  if (opts.user) {
+    const subject = opts.user;
+    process.stdout.write(`${await withPlatformContext((ctx) => ctx.tokens.issueUser(subject, ttl))}\n`);
+    return;
+  }
+  const aggregatorId = opts.aggregator!;
   const roles = list(opts.roles);
   const badRole = roles.find((r) => !(ROLES as readonly string[]).includes(r));
   if (badRole || roles.length === 0) throw new CliError(`--roles must be a comma-separated subset of ${ROLES.join(', ')}`);
   const jwt = await withPlatformContext(async (ctx) => {
-    const agg = await findAggregator(ctx.pool, opts.aggregator);
-    if (!agg) throw new CliError(`No aggregator with id ${opts.aggregator}`);
+    const agg = await findAggregator(ctx.pool, aggregatorId);
+    if (!agg) throw new CliError(`No aggregator with id ${aggregatorId}`);
     return ctx.tokens.issue({
       sub: `aggregator:${agg.aggregator_id}`, aggregator_id: agg.aggregator_id, org_id: agg.org_id,
       aggregator_type: agg.types, roles,
     }, ttl);
   });
   process.stdout.write(`${jwt}\n`);
+}
+
+/**
+ * Approves a pending aggregator registration (as its signed review link would): aggregator and its
+ * own pending organisation approved, login enabled, organisation push and e-mail enqueued.
+ * Prints `{aggregator_id, status}`. @throws CliError when the aggregator is unknown or not pending.
+ */
+export async function aggregatorApprove(aggregatorId: string): Promise<void> {
+  await withPlatformContext(async (ctx) => {
+    const decided = await withTransaction(ctx.pool, (client) => decideAggregator(client, aggregatorId, 'approve', null));
+    if (!decided) {
+      const agg = await findAggregator(ctx.pool, aggregatorId);
+      throw new CliError(agg ? `Aggregator ${aggregatorId} is ${agg.status}, not pending` : `No aggregator with id ${aggregatorId}`);
+    }
+  });
+  process.stdout.write(`${JSON.stringify({ aggregator_id: aggregatorId, status: 'approved' })}\n`);
 }

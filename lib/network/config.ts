@@ -40,6 +40,9 @@ const networkFileSchema = z.object({
     schema: z.record(z.string(), z.unknown()),
   })).refine((d) => Object.keys(d).length > 0, 'at least one domain'),
   actions: z.record(z.string(), z.object({ interactions: z.array(z.object({ from: endpoint, to: endpoint })) })),
+  // Issue 8: the aggregator registration schema, and the item type organisations are pushed to signals as.
+  aggregator_registration: z.object({ version: z.string().min(1), schema: z.record(z.string(), z.unknown()) }).optional(),
+  organisation: z.object({ domain: z.string().regex(/^[a-z][a-z0-9_]*$/), item_type: z.string().min(1), schema: z.record(z.string(), z.unknown()) }).optional(),
 });
 
 export type NetworkFile = z.infer<typeof networkFileSchema>;
@@ -94,6 +97,10 @@ export interface Network {
   aggregatorTypes: NetworkFile['aggregator_types'];
   domains: Map<string, Domain>;
   actions: NetworkFile['actions'];
+  /** The aggregator registration schema (POST /v1/aggregator-registrations/create), compiled. */
+  aggregatorRegistration?: { version: string; schema: Record<string, unknown>; validate: ValidateFunction };
+  /** Organisations as items in signals: their item domain and type, and the item_state schema. */
+  organisation?: { domain: string; itemType: string; schemaId: string; validate: ValidateFunction };
 }
 
 /** Thrown when a network file is missing or inconsistent; the message says where. */
@@ -197,7 +204,30 @@ export function parseNetwork(json: unknown, ajv = createAjv()): Network {
       }
     }
   }
+  const compileExtra = (where: string, schema: Record<string, unknown>) => {
+    try {
+      return ajv.compile(schema);
+    } catch (err) {
+      throw new NetworkConfigError(`${where}: ${(err as Error).message}`);
+    }
+  };
+  let aggregatorRegistration: Network['aggregatorRegistration'];
+  if (file.aggregator_registration) {
+    const { version, schema } = file.aggregator_registration;
+    const types = ((schema as any).properties?.type?.enum ?? []) as string[];
+    const unknownType = types.find((t) => !file.aggregator_types[t]);
+    if (unknownType) throw new NetworkConfigError(`aggregator_registration.schema: type "${unknownType}" is not an aggregator type`);
+    aggregatorRegistration = { version, schema, validate: compileExtra('aggregator_registration.schema', schema) };
+  }
+  let organisation: Network['organisation'];
+  if (file.organisation) {
+    const { domain, item_type: itemType, schema } = file.organisation;
+    if (domains.has(domain)) throw new NetworkConfigError(`organisation.domain: "${domain}" is a participant domain`);
+    if (typeof schema.$id !== 'string') throw new NetworkConfigError('organisation.schema: $id is required');
+    organisation = { domain, itemType, schemaId: schema.$id, validate: compileExtra('organisation.schema', schema) };
+  }
   return {
+    aggregatorRegistration, organisation,
     id: file.id, name: file.name, version: file.version, defaultPhoneRegion: file.default_phone_region,
     csvArrayDelimiter: file.csv_array_delimiter, registrationModes: file.registration_modes,
     aggregatorTypes: file.aggregator_types, domains, actions: file.actions,

@@ -100,6 +100,12 @@ export function createItemStateValidators(network: Network): Map<string, Validat
 /** Why an input item cannot be stored, or null when it can. */
 export function itemInputProblem(network: Network, validators: Map<string, ValidateFunction>, item: ItemInput): string | null {
   if (item.item_network !== network.id) return `item_network must be ${network.id}`;
+  // Organisations pushed by the aggregator service (network `organisation` block, issue 8).
+  if (network.organisation && item.item_domain === network.organisation.domain) {
+    if (item.item_type !== network.organisation.itemType) return `item_type of ${item.item_domain} items must be ${network.organisation.itemType}`;
+    const valid = network.organisation.validate(item.item_state);
+    return valid ? null : `item_state: ${network.organisation.validate.errors!.map((e) => `${e.instancePath || '(root)'} ${e.message}`).join('; ')}`;
+  }
   const domain: Domain | undefined = network.domains.get(item.item_domain);
   if (!domain) return `item_domain must be one of ${[...network.domains.keys()].join(', ')}`;
   if (item.item_type !== domain.itemType) return `item_type of ${domain.name} items must be ${domain.itemType}`;
@@ -137,15 +143,19 @@ export const RECORD_COLUMNS = `item_network, item_domain, item_type, item_id, it
  */
 export async function upsertItems(client: PoolClient, network: Network, items: ItemInput[]): Promise<UpsertResult[]> {
   if (items.length === 0) return [];
-  const rows = items.map((item) => ({
-    ...item,
-    item_locations: item.item_locations ?? [],
-    item_instance_url: item.item_instance_url ?? null,
-    item_schema_url: item.item_schema_url ?? null,
-    created_by: item.created_by ?? null,
-    lifecycle_status: goLiveStatus(network.domains.get(item.item_domain)!, item.item_state),
-    search_text: searchText(network.domains.get(item.item_domain)!, item.item_state),
-  }));
+  const rows = items.map((item) => {
+    // Organisation items (the network's `organisation` block) have no go-live rules: live, found by name.
+    const domain = network.domains.get(item.item_domain);
+    return {
+      ...item,
+      item_locations: item.item_locations ?? [],
+      item_instance_url: item.item_instance_url ?? null,
+      item_schema_url: item.item_schema_url ?? null,
+      created_by: item.created_by ?? null,
+      lifecycle_status: domain ? goLiveStatus(domain, item.item_state) : 'live',
+      search_text: domain ? searchText(domain, item.item_state) : String(item.item_state.name ?? ''),
+    };
+  });
   const { rows: stored } = await client.query<ItemRecord & { inserted: boolean }>(
     `INSERT INTO signals.items AS i (item_id, item_network, item_domain, item_type, item_state, item_locations,
        item_instance_url, item_schema_url, created_by, lifecycle_status, search_text)

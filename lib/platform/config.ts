@@ -100,6 +100,17 @@ export const configSchema = z.object({
     }
     return { strong: parts[0], good: parts[1], fair: parts[2] };
   }),
+
+  // Issue 8: organisation and aggregator registration, registration links, public registration.
+  /** Registers POST /v1/orgs/create (organisations with aggregators under them); 404 when false. */
+  ORG_HIERARCHY_ENABLED: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
+  /** Who reviews organisation and aggregator registrations (receives the signed review links). */
+  NETWORK_ADMIN_EMAIL: z.string().regex(/^[^\s@]+@[^\s@]+$/, 'expected an e-mail address').default('network-admin@localhost'),
+  /** HS256 secret (at least 32 characters) signing review links; generated into DATA_DIR when unset. */
+  REVIEW_LINK_SECRET: z.string().min(32).optional(),
+  /** Public registrations accepted per link and client IP within REGISTRATION_RATE_LIMIT_WINDOW_SECONDS. */
+  REGISTRATION_RATE_LIMIT_POINTS: positiveInt.default(20),
+  REGISTRATION_RATE_LIMIT_WINDOW_SECONDS: positiveInt.default(60),
 }).superRefine((c, ctx) => {
   if (c.S3_ENDPOINT && (!c.S3_ACCESS_KEY || !c.S3_SECRET_KEY)) {
     ctx.addIssue({ code: 'custom', path: ['S3_ACCESS_KEY'], message: 'S3_ACCESS_KEY and S3_SECRET_KEY are required when S3_ENDPOINT is set' });

@@ -1,0 +1,140 @@
+/**
+ * Registration-link endpoints (spec "POST /v1/links/create", "POST /v1/links/{id}/activate",
+ * "Registration link status"; the rest decided in docs/decisions.md, "Registration, links and approval"):
+ *
+ * - `POST /v1/links/create`          {domain, slug?, context?, status?, registration_mode?, expires_at?} → 201 link
+ * - `GET  /v1/links?page=&limit=`    the caller's links, newest first
+ * - `GET  /v1/links/{id}`            one link with its metrics
+ * - `PATCH /v1/links/{id}`           change a draft (409 once live or retired)
+ * - `POST /v1/links/{id}/activate`   draft → live (live: unchanged; retired or expired: 409)
+ * - `POST /v1/links/{id}/retire`     draft|live → retired (retired: unchanged)
+ *
+ * Another aggregator's link is 404. Errors in shape C.
+ */
+import { Router, type Response } from 'express';
+import { z } from 'zod';
+import {
+  generatedSlug, getLink, insertLink, LINK_SLUG_PATTERN, linkView, listLinks, moveLink, updateDraftLink, type LinkRow,
+} from '../../lib/aggregator/links.ts';
+import type { PlatformContext } from '../../lib/context.ts';
+import { assertDomainAllowed, callerOf, requireRole } from '../http/auth.ts';
+import { HttpError } from '../http/errors.ts';
+import { parse } from '../http/validation.ts';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+const slugSchema = z.string().min(3, 'slug must be 3 to 60 characters').max(60, 'slug must be 3 to 60 characters')
+  .regex(LINK_SLUG_PATTERN, 'slug must be lower-case letters and digits in words joined by single hyphens, e.g. delhi-camp-2025');
+const futureDate = z.iso.datetime({ offset: true, error: 'expires_at must be an ISO-8601 date-time, e.g. 2030-01-31T00:00:00Z' })
+  .transform((v) => new Date(v))
+  .refine((d) => d.getTime() > Date.now(), 'expires_at must be in the future');
+const contextSchema = z.record(z.string(), z.unknown())
+  .refine((c) => JSON.stringify(c).length <= 16_384, 'context must be at most 16 KiB of JSON');
+
+const createBody = z.object({
+  domain: z.string().min(1),
+  slug: slugSchema.optional(),
+  context: contextSchema.optional(),
+  status: z.enum(['draft', 'live'], { error: 'status must be draft or live' }).optional(),
+  registration_mode: z.string().min(1).optional(),
+  expires_at: futureDate.optional(),
+});
+const patchBody = z.strictObject({
+  domain: z.string().min(1).optional(),
+  slug: slugSchema.optional(),
+  context: contextSchema.optional(),
+  registration_mode: z.string().min(1).optional(),
+  expires_at: futureDate.nullable().optional(),
+});
+const listQuery = z.object({
+  page: z.coerce.number().int().min(1).default(1),
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+});
+
+/** The registration-link routes (mount under `/v1` after bearerAuth). */
+export function linkRoutes(ctx: PlatformContext): Router {
+  const router = Router();
+  const view = (row: LinkRow) => linkView(row, ctx.urls.aggregator);
+
+  /** 400 unless the network declares `domain` and `mode`; 403 unless the caller's types allow the domain. */
+  const checkDomainAndMode = (res: Response, domain: string | undefined, mode: string | undefined) => {
+    if (domain !== undefined) {
+      if (!ctx.network.domains.has(domain)) {
+        throw new HttpError(400, `domain must be one of ${[...ctx.network.domains.keys()].join(', ')}`, { fields: { domain: ['unknown domain'] } });
+      }
+      assertDomainAllowed(res, domain);
+    }
+    if (mode !== undefined && !ctx.network.registrationModes.includes(mode)) {
+      throw new HttpError(400, `registration_mode must be one of ${ctx.network.registrationModes.join(', ')}`, { fields: { registration_mode: ['unknown registration mode'] } });
+    }
+  };
+
+  const linkIn = async (res: Response, id: string): Promise<LinkRow> => {
+    const link = UUID.test(id) ? await getLink(ctx.pool, callerOf(res).aggregatorId, id) : null;
+    if (!link) throw new HttpError(404, `No registration link ${id}`, { code: 'link_not_found' });
+    return link;
+  };
+
+  router.post('/links/create', requireRole('admin', 'operator'), async (req, res) => {
+    const body = parse(createBody, req.body);
+    checkDomainAndMode(res, body.domain, body.registration_mode);
+    const caller = callerOf(res);
+    const input = {
+      domain: body.domain,
+      registrationMode: body.registration_mode ?? ctx.network.registrationModes[0],
+      status: body.status ?? 'draft',
+      context: body.context ?? {},
+      expiresAt: body.expires_at ?? null,
+    } as const;
+    const scope = { aggregatorId: caller.aggregatorId, orgId: caller.orgId };
+    let link = await insertLink(ctx.pool, scope, { ...input, slug: body.slug ?? generatedSlug(body.domain) });
+    // A generated slug that happens to be taken is simply drawn again.
+    for (let i = 0; !link && !body.slug && i < 3; i++) link = await insertLink(ctx.pool, scope, { ...input, slug: generatedSlug(body.domain) });
+    if (!link) throw new HttpError(409, `slug ${body.slug} is already used by another registration link of your organisation`, { code: 'slug_taken', fields: { slug: ['already used'] } });
+    res.status(201).location(`/v1/links/${link.link_id}`).json(view(link));
+  });
+
+  router.get('/links', async (req, res) => {
+    const page = parse(listQuery, req.query, 'query');
+    const { links, total } = await listLinks(ctx.pool, callerOf(res).aggregatorId, page);
+    res.json({ links: links.map(view), page: page.page, limit: page.limit, total, has_more: page.page * page.limit < total });
+  });
+
+  router.get('/links/:id', async (req, res) => {
+    res.json(view(await linkIn(res, String(req.params.id))));
+  });
+
+  router.patch('/links/:id', requireRole('admin', 'operator'), async (req, res) => {
+    const existing = await linkIn(res, String(req.params.id));
+    const body = parse(patchBody, req.body ?? {});
+    checkDomainAndMode(res, body.domain, body.registration_mode);
+    const outcome = await updateDraftLink(ctx.pool, existing.aggregator_id, existing.link_id, {
+      slug: body.slug, domain: body.domain, registrationMode: body.registration_mode, context: body.context,
+      expiresAt: body.expires_at,
+    });
+    if (!outcome) throw new HttpError(404, `No registration link ${req.params.id}`, { code: 'link_not_found' });
+    if (outcome.result === 'slug_taken') throw new HttpError(409, `slug ${body.slug} is already used by another registration link of your organisation`, { code: 'slug_taken', fields: { slug: ['already used'] } });
+    if (outcome.result === 'not_draft') throw new HttpError(409, `Registration link is ${outcome.link.status}: only a draft link can be changed`, { code: 'link_not_draft' });
+    res.json(view(outcome.link));
+  });
+
+  router.post('/links/:id/activate', requireRole('admin', 'operator'), async (req, res) => {
+    const existing = await linkIn(res, String(req.params.id));
+    if (existing.status === 'retired') throw new HttpError(409, 'Registration link is retired and cannot be activated; create a new link', { code: 'link_retired' });
+    if (existing.status === 'draft' && existing.expires_at && existing.expires_at.getTime() <= Date.now()) {
+      throw new HttpError(409, `Registration link expired at ${existing.expires_at.toISOString()}; change expires_at first`, { code: 'link_expired' });
+    }
+    const moved = await moveLink(ctx.pool, existing.aggregator_id, existing.link_id, ['draft'], 'live');
+    // Retired meanwhile by a concurrent request: the compare-and-set above left it alone.
+    if (moved!.link.status === 'retired') throw new HttpError(409, 'Registration link is retired and cannot be activated; create a new link', { code: 'link_retired' });
+    res.json(view(moved!.link));
+  });
+
+  router.post('/links/:id/retire', requireRole('admin', 'operator'), async (req, res) => {
+    const existing = await linkIn(res, String(req.params.id));
+    const moved = await moveLink(ctx.pool, existing.aggregator_id, existing.link_id, ['draft', 'live'], 'retired');
+    res.json(view(moved!.link));
+  });
+
+  return router;
+}
