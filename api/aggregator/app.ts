@@ -8,9 +8,11 @@ import { healthRoutes } from '../http/health.ts';
 import { createServiceApp, finishServiceApp } from '../http/service-app.ts';
 import { bulkUploadRoutes } from './bulk-uploads.ts';
 import { templateRoutes } from './templates.ts';
+import { supportRoutes } from './support.ts';
+import { SUPPORT_BODY_LIMIT_BYTES } from '../../lib/network/support.ts';
 
 export function createAggregatorApp(ctx: PlatformContext): Express {
-  const app = createServiceApp(ctx, 'aggregator');
+  const app = createServiceApp(ctx, 'aggregator', { bodyLimits: { '/v1/support': SUPPORT_BODY_LIMIT_BYTES } });
   app.use(healthRoutes(ctx, 'aggregator'));
   // Public keys of the built-in issuer, for other services that verify our tokens.
   app.get('/.well-known/jwks.json', (_req, res) => {
@@ -28,6 +30,7 @@ export function createAggregatorApp(ctx: PlatformContext): Express {
     });
   });
   app.use('/v1', bulkUploadRoutes(ctx));
+  app.use('/v1', supportRoutes(ctx));
   finishServiceApp(app, 'C');
   return app;
 }

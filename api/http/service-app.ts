@@ -14,8 +14,11 @@ export type ServiceName = 'signals' | 'search' | 'aggregator';
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 
-/** Creates the app with the common middleware; add routes, then call `finishServiceApp`. */
-export function createServiceApp(ctx: PlatformContext, service: ServiceName): Express {
+/**
+ * Creates the app with the common middleware; add routes, then call `finishServiceApp`.
+ * `bodyLimits` gives POST routes (path → bytes) their own JSON limit instead of HTTP_BODY_LIMIT.
+ */
+export function createServiceApp(ctx: PlatformContext, service: ServiceName, options: { bodyLimits?: Record<string, number> } = {}): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('query parser', 'simple');
@@ -31,6 +34,10 @@ export function createServiceApp(ctx: PlatformContext, service: ServiceName): Ex
     customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'info' : 'debug'),
   }));
   app.use(requireKnownContentType);
+  // A body read by a route's own parser is left alone by the general one (body-parser skips it).
+  for (const [route, limit] of Object.entries(options.bodyLimits ?? {})) {
+    app.post(route, express.json({ limit, type: ['application/json', 'application/*+json'] }));
+  }
   app.use(express.json({ limit: ctx.config.HTTP_BODY_LIMIT, type: ['application/json', 'application/*+json'] }));
   return app;
 }
