@@ -5,4 +5,6 @@
 export const crontab = [
   // Search: repair missed indexing and re-embed after a model change (tasks/search-reconcile.ts).
   '*/5 * * * * search-reconcile ?max=3&queue=search-reconcile&jobKey=search-reconcile&priority=20',
+  // Aggregator dashboards: recompute rollups older than DASHBOARD_TTL_SECONDS (tasks/aggregator-dashboard-refresh.ts).
+  '*/5 * * * * aggregator-dashboards-refresh ?max=1&jobKey=aggregator-dashboards-refresh&priority=20',
 ].join('\n');

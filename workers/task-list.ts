@@ -13,6 +13,8 @@ import { searchIndexItems } from '../tasks/search-index-items.ts';
 import { RECONCILE_TASK, searchReconcile } from '../tasks/search-reconcile.ts';
 import { SUPPORT_EMAIL_TASK } from '../lib/network/support.ts';
 import { supportSendEmail } from '../tasks/support-send-email.ts';
+import { DASHBOARD_REFRESH_TASK, DASHBOARDS_REFRESH_TASK } from '../lib/aggregator/dashboard.ts';
+import { aggregatorDashboardRefresh, aggregatorDashboardsRefresh } from '../tasks/aggregator-dashboard-refresh.ts';
 
 export function createTaskList(ctx: PlatformContext): TaskList {
   return {
@@ -22,5 +24,7 @@ export function createTaskList(ctx: PlatformContext): TaskList {
     [SEARCH_INDEX_TASK]: searchIndexItems(ctx),
     [RECONCILE_TASK]: searchReconcile(ctx),
     [SUPPORT_EMAIL_TASK]: supportSendEmail(ctx),
+    [DASHBOARD_REFRESH_TASK]: aggregatorDashboardRefresh(ctx),
+    [DASHBOARDS_REFRESH_TASK]: aggregatorDashboardsRefresh(ctx),
   };
 }

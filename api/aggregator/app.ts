@@ -9,6 +9,7 @@ import { createServiceApp, finishServiceApp } from '../http/service-app.ts';
 import { bulkUploadRoutes } from './bulk-uploads.ts';
 import { templateRoutes } from './templates.ts';
 import { supportRoutes } from './support.ts';
+import { dashboardRoutes } from './dashboard.ts';
 import { SUPPORT_BODY_LIMIT_BYTES } from '../../lib/network/support.ts';
 
 export function createAggregatorApp(ctx: PlatformContext): Express {
@@ -31,6 +32,7 @@ export function createAggregatorApp(ctx: PlatformContext): Express {
   });
   app.use('/v1', bulkUploadRoutes(ctx));
   app.use('/v1', supportRoutes(ctx));
+  app.use('/v1', dashboardRoutes(ctx));
   finishServiceApp(app, 'C');
   return app;
 }
