@@ -138,6 +138,9 @@ describe('support requests', () => {
     const big = await signalsPost(body({ attachments: [{ filename: 'f', contentType: 'x/y', data: b64(MAX_ATTACHMENT_BYTES + 3) }] }));
     expect(big.status).toBe(413);
     expect(big.body.error).toBe('payload_too_large');
+    // The route's own body limit, not HTTP_BODY_LIMIT (1 MB), applies: 3 MiB goes through.
+    const large = await signalsPost(body({ email: 'large@village.test', attachments: [{ filename: 'scan.pdf', contentType: 'application/pdf', data: b64(3 * 1024 * 1024) }] }));
+    expect(large.status).toBe(200);
     const noKey = await request(platform.url('signals')).post('/api/v1/support/').send(body());
     expect(noKey.status).toBe(401);
 
