@@ -23,7 +23,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createAggregator } from '../lib/aggregator/aggregators.ts';
 import { createBulkUpload } from '../lib/aggregator/bulk/upload-jobs.ts';
-import { computeDashboard } from '../lib/aggregator/dashboard.ts';
+import { computeDashboard, participantPageQuery } from '../lib/aggregator/dashboard.ts';
 import { bulkParticipantId, insertParticipants, type NewParticipant } from '../lib/aggregator/participants.ts';
 import { goLiveStatus } from '../lib/network/config.ts';
 import { loadConfig } from '../lib/platform/config.ts';
@@ -62,7 +62,7 @@ async function main(): Promise<void> {
     ...process.env, LOG_LEVEL: 'warn', DATA_DIR: dataDir, DATABASE_URL: db.url, HOST: '127.0.0.1', EMBEDDED_POSTGRES_PORT: String(pgPort),
     SIGNALS_PORT: '0', AGGREGATOR_PORT: '0', SEARCH_PORT: '0', EMBEDDING_PROVIDER: 'hashing',
   });
-  const platform = await startPlatform(config, createLogger('warn'), db.url, { services: ['aggregator'], worker: true });
+  const platform = await startPlatform(config, createLogger('warn'), db.url, { services: ['signals', 'aggregator'], worker: true });
   const { ctx } = platform;
   const results: Record<string, unknown> = {
     measured_at: new Date().toISOString(),
@@ -145,6 +145,7 @@ async function main(): Promise<void> {
     const first = await get('limit=50');
     const provSlice = first.body.by_domain.find((d) => d.total_matching > 0)!;
     results.dashboard_total_matching = provSlice.total_matching;
+    process.stderr.write('measuring reads…\n');
     results.cached_first_page_limit_50 = await series(requests, 'limit=50');
     results.cached_provider_limit_200 = await series(Math.ceil(requests / 2), 'domain=provider&limit=200');
     results.cached_lifecycle_live_limit_50 = await series(Math.ceil(requests / 2), 'lifecycle=live&limit=50');
@@ -168,21 +169,20 @@ async function main(): Promise<void> {
     }
     results.refresh_true = latency(refresh);
 
-    // The plans of the page queries (keyset and status keyset).
-    const plan = async (sql: string, params: unknown[]) => {
-      const { rows: lines } = await ctx.pool.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS) ${sql}`, params);
+    // The plans of the page queries, as the dashboard runs them.
+    const plan = async (query: { text: string; values: unknown[] }) => {
+      const { rows: lines } = await ctx.pool.query<{ 'QUERY PLAN': string }>({ text: `EXPLAIN (ANALYZE, BUFFERS) ${query.text}`, values: query.values });
       const text = lines.map((l) => l['QUERY PLAN']);
-      return { index: /using (\w+)/.exec(text.join('\n'))?.[1] ?? null, execution: text.find((l) => l.startsWith('Execution Time')) };
+      return { index: /using (\w+)/.exec(text.join('\n'))?.[1] ?? null, seq_scan: /Seq Scan/.test(text.join('\n')), execution: text.find((l) => l.startsWith('Execution Time')) };
     };
     const { rows: [mid] } = await ctx.pool.query(
-      `SELECT created_at, participant_id FROM aggregator.participants WHERE aggregator_id = $1 ORDER BY created_at DESC, participant_id DESC OFFSET $2 LIMIT 1`, [agg.aggregator_id, Math.floor(stored / 2)]);
+      `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at, participant_id FROM aggregator.participants
+        WHERE aggregator_id = $1 ORDER BY created_at DESC, participant_id DESC OFFSET $2 LIMIT 1`, [agg.aggregator_id, Math.floor(stored / 2)]);
+    const page = { aggregatorId: agg.aggregator_id, domain: 'provider', offset: 0, limit: 200 };
     results.plans = {
-      keyset_page: await plan(
-        `SELECT participant_id FROM aggregator.participants WHERE aggregator_id = $1 AND domain = 'provider' AND (created_at, participant_id) < ($2, $3)
-          ORDER BY created_at DESC, participant_id DESC LIMIT 201`, [agg.aggregator_id, mid.created_at, mid.participant_id]),
-      status_keyset_page: await plan(
-        `SELECT participant_id FROM aggregator.participants WHERE aggregator_id = $1 AND domain = 'provider' AND coalesce(lifecycle_status, 'pending') = 'live'
-          ORDER BY created_at DESC, participant_id DESC LIMIT 51`, [agg.aggregator_id]),
+      keyset_page_mid: await plan(participantPageQuery({ ...page, cursor: { domain: 'provider', createdAt: mid.created_at, participantId: mid.participant_id } })),
+      status_first_page: await plan(participantPageQuery({ ...page, status: 'live', limit: 50 })),
+      status_keyset_page_mid: await plan(participantPageQuery({ ...page, status: 'live', cursor: { domain: 'provider', createdAt: mid.created_at, participantId: mid.participant_id } })),
     };
   } finally {
     results.load_average_at_end = os.loadavg().map((l) => Number(l.toFixed(2)));

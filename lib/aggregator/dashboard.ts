@@ -207,34 +207,52 @@ export function decodeCursor(text: string): DashboardCursor {
   throw new InvalidCursorError('cursor: not a next_cursor of this dashboard');
 }
 
+export interface PageRequest {
+  aggregatorId: string;
+  domain: string;
+  /** Lifecycle status (`pending`: not pushed yet). */
+  status?: string;
+  cursor?: DashboardCursor;
+  /** Rows to skip (page numbers); ignored with a cursor. */
+  offset: number;
+  limit: number;
+}
+
 /**
- * One page of `aggregatorId`'s participants in `domain`, newest first: after `cursor` when given,
- * else from row `offset`; only lifecycle status `status` when given (`pending`: not pushed yet).
- * Names are decrypted with `pii`. Served by participants_dashboard(_status)_idx.
+ * The SQL of one participant page: `limit` + 1 rows (to know whether more follow), newest first,
+ * served by participants_dashboard_idx, or participants_dashboard_status_idx with a status.
  */
-export async function participantPage(db: Queryable, pii: PiiCrypto, input: {
-  aggregatorId: string; domain: string; status?: string; cursor?: DashboardCursor; offset: number; limit: number;
-}): Promise<{ participants: DashboardParticipant[]; nextCursor: string | null }> {
-  const params: unknown[] = [input.aggregatorId, input.domain, input.limit + 1];
+export function participantPageQuery(input: PageRequest): { text: string; values: unknown[] } {
+  const values: unknown[] = [input.aggregatorId, input.domain, input.limit + 1];
   const where = ['aggregator_id = $1', 'domain = $2'];
   if (input.status) {
-    params.push(input.status);
-    where.push(`coalesce(lifecycle_status, 'pending') = $${params.length}`);
+    values.push(input.status);
+    where.push(`coalesce(lifecycle_status, 'pending') = $${values.length}`);
   }
   if (input.cursor) {
-    params.push(input.cursor.createdAt, input.cursor.participantId);
-    where.push(`(created_at, participant_id) < ($${params.length - 1}::timestamptz, $${params.length}::uuid)`);
+    values.push(input.cursor.createdAt, input.cursor.participantId);
+    where.push(`(created_at, participant_id) < ($${values.length - 1}::timestamptz, $${values.length}::uuid)`);
   }
-  const offset = input.cursor ? 0 : input.offset;
+  // The text time gets its own name: ORDER BY created_at must mean the column, not an output alias.
+  return {
+    text: `SELECT participant_id, name_encrypted, coalesce(lifecycle_status, 'pending') AS status, bulk_upload_id,
+                  to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at_us
+             FROM aggregator.participants
+            WHERE ${where.join(' AND ')}
+            ORDER BY created_at DESC, participant_id DESC
+            LIMIT $3 OFFSET ${input.cursor ? 0 : Math.max(0, Math.floor(input.offset))}`,
+    values,
+  };
+}
+
+/**
+ * One page of the aggregator's participants in `domain` (`participantPageQuery`), names decrypted
+ * with `pii`, and the cursor of the next page (null on the last).
+ */
+export async function participantPage(db: Queryable, pii: PiiCrypto, input: PageRequest): Promise<{ participants: DashboardParticipant[]; nextCursor: string | null }> {
   const { rows } = await db.query<{
-    participant_id: string; name_encrypted: string | null; status: string; bulk_upload_id: string | null; created_at: string;
-  }>(
-    `SELECT participant_id, name_encrypted, coalesce(lifecycle_status, 'pending') AS status, bulk_upload_id,
-            to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at
-       FROM aggregator.participants
-      WHERE ${where.join(' AND ')}
-      ORDER BY created_at DESC, participant_id DESC
-      LIMIT $3 OFFSET ${Number(offset)}`, params);
+    participant_id: string; name_encrypted: string | null; status: string; bulk_upload_id: string | null; created_at_us: string;
+  }>(participantPageQuery(input));
   const page = rows.slice(0, input.limit);
   const last = page[page.length - 1];
   return {
@@ -244,10 +262,10 @@ export async function participantPage(db: Queryable, pii: PiiCrypto, input: {
       lifecycle_status: r.status,
       source: r.bulk_upload_id ? 'bulk_upload' : 'registration_link',
       bulk_upload_id: r.bulk_upload_id,
-      created_at: r.created_at,
+      created_at: r.created_at_us,
     })),
     nextCursor: rows.length > input.limit && last
-      ? encodeCursor({ domain: input.domain, createdAt: last.created_at, participantId: last.participant_id })
+      ? encodeCursor({ domain: input.domain, createdAt: last.created_at_us, participantId: last.participant_id })
       : null,
   };
 }

@@ -12,6 +12,7 @@ import { parse as parseCsv } from 'csv-parse/sync';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BUILT_IN_PLACES, generateSeekers, SEEKER_COLUMNS } from '../../lib/aggregator/fixtures/seekers.ts';
+import { participantPageQuery } from '../../lib/aggregator/dashboard.ts';
 import { insertParticipants } from '../../lib/aggregator/participants.ts';
 import { withTransaction } from '../../lib/platform/db.ts';
 import { csv, onboard } from '../helpers/bulk-upload.ts';
@@ -112,6 +113,23 @@ describe.skipIf(!existsSync(MEDIUM))('dashboard and export after onboarding the 
     const page3 = (await get({ domain: 'provider', limit: 50, page: 3 })).body.by_domain[0].participants;
     expect(page3.map((p: { participant_id: string }) => p.participant_id)).toEqual(seen.slice(100, 150));
     expect(page3[0].display_name).toBe(platform.ctx.pii.decrypt(rows[100].name_encrypted));
+  });
+
+  it('reads pages through the dashboard indexes, without sorting', async () => {
+    await platform.ctx.pool.query('ANALYZE aggregator.participants');
+    const { rows: [mid] } = await platform.ctx.pool.query(
+      `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS t, participant_id FROM aggregator.participants
+        WHERE aggregator_id = $1 AND domain = 'provider' ORDER BY created_at DESC, participant_id DESC OFFSET 9000 LIMIT 1`, [agg.aggregatorId]);
+    const page = { aggregatorId: agg.aggregatorId, domain: 'provider', offset: 0, limit: 50 };
+    const cursor = { domain: 'provider', createdAt: mid.t, participantId: mid.participant_id };
+    // With a status the planner may take either index (the general one, filtering, when most rows match).
+    for (const input of [{ ...page, cursor }, { ...page, status: 'live' }, { ...page, status: 'live', cursor }, { ...page, status: 'draft' }]) {
+      const query = participantPageQuery(input);
+      const { rows } = await platform.ctx.pool.query({ text: `EXPLAIN ${query.text}`, values: query.values });
+      const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
+      expect(plan).toMatch(input.status ? /Index Scan using participants_dashboard(_status)?_idx/ : /Index Scan using participants_dashboard_idx/);
+      expect(plan).not.toMatch(/Sort|Seq Scan/);
+    }
   });
 
   it('filters by lifecycle and status, with totals from the rollup', async () => {
