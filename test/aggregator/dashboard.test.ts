@@ -12,7 +12,7 @@ import { parse as parseCsv } from 'csv-parse/sync';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BUILT_IN_PLACES, generateSeekers, SEEKER_COLUMNS } from '../../lib/aggregator/fixtures/seekers.ts';
-import { participantPageQuery } from '../../lib/aggregator/dashboard.ts';
+import { participantPageQuery, type PageRequest } from '../../lib/aggregator/dashboard.ts';
 import { insertParticipants } from '../../lib/aggregator/participants.ts';
 import { withTransaction } from '../../lib/platform/db.ts';
 import { csv, onboard } from '../helpers/bulk-upload.ts';
@@ -123,7 +123,8 @@ describe.skipIf(!existsSync(MEDIUM))('dashboard and export after onboarding the 
     const page = { aggregatorId: agg.aggregatorId, domain: 'provider', offset: 0, limit: 50 };
     const cursor = { domain: 'provider', createdAt: mid.t, participantId: mid.participant_id };
     // With a status the planner may take either index (the general one, filtering, when most rows match).
-    for (const input of [{ ...page, cursor }, { ...page, status: 'live' }, { ...page, status: 'live', cursor }, { ...page, status: 'draft' }]) {
+    const inputs: PageRequest[] = [{ ...page, cursor }, { ...page, status: 'live' }, { ...page, status: 'live', cursor }, { ...page, status: 'draft' }];
+    for (const input of inputs) {
       const query = participantPageQuery(input);
       const { rows } = await platform.ctx.pool.query({ text: `EXPLAIN ${query.text}`, values: query.values });
       const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
