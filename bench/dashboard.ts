@@ -113,7 +113,8 @@ async function main(): Promise<void> {
     await ctx.pool.query(
       `UPDATE aggregator.bulk_uploads SET status = 'completed', total_rows = $2, passed = $3, failed = $4, skipped = $5, completed_at = now() WHERE upload_id = $1`,
       [upload.upload_id, rows, stored, invalid, rows - invalid - stored]);
-    await ctx.pool.query('ANALYZE aggregator.participants');
+    // What autovacuum does after a bulk load: statistics, and the visibility map index-only scans use.
+    await ctx.pool.query('VACUUM (ANALYZE) aggregator.participants');
     results.loaded = { rows, participants: stored, invalid, skipped_duplicates: rows - invalid - stored, seconds: (Date.now() - loadStarted) / 1000 };
     process.stderr.write(`loaded ${stored} participants in ${((Date.now() - loadStarted) / 1000).toFixed(1)} s\n`);
 
@@ -173,7 +174,10 @@ async function main(): Promise<void> {
     const plan = async (query: { text: string; values: unknown[] }) => {
       const { rows: lines } = await ctx.pool.query<{ 'QUERY PLAN': string }>({ text: `EXPLAIN (ANALYZE, BUFFERS) ${query.text}`, values: query.values });
       const text = lines.map((l) => l['QUERY PLAN']);
-      return { index: /using (\w+)/.exec(text.join('\n'))?.[1] ?? null, seq_scan: /Seq Scan/.test(text.join('\n')), execution: text.find((l) => l.startsWith('Execution Time')) };
+      return {
+        indexes: [...new Set([...text.join('\n').matchAll(/(Index(?: Only)? Scan) using (\w+)/g)].map((m) => `${m[1]}: ${m[2]}`))],
+        seq_scan: /Seq Scan/.test(text.join('\n')), sort: /Sort/.test(text.join('\n')), execution: text.find((l) => l.startsWith('Execution Time')),
+      };
     };
     const { rows: [mid] } = await ctx.pool.query(
       `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at, participant_id FROM aggregator.participants
@@ -183,6 +187,8 @@ async function main(): Promise<void> {
       keyset_page_mid: await plan(participantPageQuery({ ...page, cursor: { domain: 'provider', createdAt: mid.created_at, participantId: mid.participant_id } })),
       status_first_page: await plan(participantPageQuery({ ...page, status: 'live', limit: 50 })),
       status_keyset_page_mid: await plan(participantPageQuery({ ...page, status: 'live', cursor: { domain: 'provider', createdAt: mid.created_at, participantId: mid.participant_id } })),
+      page_number_deep: await plan(participantPageQuery({ ...page, offset: Math.max(0, stored - 200) })),
+      status_page_number_deep: await plan(participantPageQuery({ ...page, status: 'live', offset: Math.max(0, stored - 1000) })),
     };
   } finally {
     results.load_average_at_end = os.loadavg().map((l) => Number(l.toFixed(2)));

@@ -40,10 +40,11 @@ CREATE TABLE aggregator.dashboards (
 );
 
 -- The dashboard's participant pages: keyset reads, newest first, per aggregator and domain, and
--- the same within one lifecycle status.
+-- the same within one lifecycle status (lifecycle_status included so that skipping to a page
+-- number can be an index-only scan).
 CREATE INDEX participants_dashboard_idx ON aggregator.participants (aggregator_id, domain, created_at DESC, participant_id DESC);
 CREATE INDEX participants_dashboard_status_idx ON aggregator.participants
-  (aggregator_id, domain, (coalesce(lifecycle_status, 'pending')), created_at DESC, participant_id DESC);
+  (aggregator_id, domain, (coalesce(lifecycle_status, 'pending')), created_at DESC, participant_id DESC) INCLUDE (lifecycle_status);
 
 -- Every profile export (POST /v1/dashboard/export/profiles, `ldp export`): who, when, how many
 -- items asked for and exported, which fields.

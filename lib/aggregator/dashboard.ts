@@ -233,6 +233,13 @@ export function participantPageQuery(input: PageRequest): { text: string; values
     values.push(input.cursor.createdAt, input.cursor.participantId);
     where.push(`(created_at, participant_id) < ($${values.length - 1}::timestamptz, $${values.length}::uuid)`);
   }
+  const offset = input.cursor ? 0 : Math.max(0, Math.floor(input.offset));
+  if (offset > 0) {
+    // A page number: its first row is found by skipping `offset` entries of an index-only scan
+    // (no table rows read), then the page is read as from a cursor.
+    where.push(`(created_at, participant_id) <= (SELECT created_at, participant_id FROM aggregator.participants
+       WHERE ${where.join(' AND ')} ORDER BY created_at DESC, participant_id DESC OFFSET ${offset} LIMIT 1)`);
+  }
   // The text time gets its own name: ORDER BY created_at must mean the column, not an output alias.
   return {
     text: `SELECT participant_id, name_encrypted, coalesce(lifecycle_status, 'pending') AS status, bulk_upload_id,
@@ -240,7 +247,7 @@ export function participantPageQuery(input: PageRequest): { text: string; values
              FROM aggregator.participants
             WHERE ${where.join(' AND ')}
             ORDER BY created_at DESC, participant_id DESC
-            LIMIT $3 OFFSET ${input.cursor ? 0 : Math.max(0, Math.floor(input.offset))}`,
+            LIMIT $3`,
     values,
   };
 }

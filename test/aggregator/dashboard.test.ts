@@ -116,14 +116,14 @@ describe.skipIf(!existsSync(MEDIUM))('dashboard and export after onboarding the 
   });
 
   it('reads pages through the dashboard indexes, without sorting', async () => {
-    await platform.ctx.pool.query('ANALYZE aggregator.participants');
+    await platform.ctx.pool.query('VACUUM (ANALYZE) aggregator.participants');
     const { rows: [mid] } = await platform.ctx.pool.query(
       `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS t, participant_id FROM aggregator.participants
         WHERE aggregator_id = $1 AND domain = 'provider' ORDER BY created_at DESC, participant_id DESC OFFSET 9000 LIMIT 1`, [agg.aggregatorId]);
     const page = { aggregatorId: agg.aggregatorId, domain: 'provider', offset: 0, limit: 50 };
     const cursor = { domain: 'provider', createdAt: mid.t, participantId: mid.participant_id };
     // With a status the planner may take either index (the general one, filtering, when most rows match).
-    const inputs: PageRequest[] = [{ ...page, cursor }, { ...page, status: 'live' }, { ...page, status: 'live', cursor }, { ...page, status: 'draft' }];
+    const inputs: PageRequest[] = [{ ...page, cursor }, { ...page, status: 'live' }, { ...page, status: 'live', cursor }, { ...page, status: 'draft' }, { ...page, offset: 5000 }, { ...page, status: 'live', offset: 5000 }];
     for (const input of inputs) {
       const query = participantPageQuery(input);
       const { rows } = await platform.ctx.pool.query({ text: `EXPLAIN ${query.text}`, values: query.values });
