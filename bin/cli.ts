@@ -7,6 +7,8 @@ import { keysCreate, keysList, keysRevoke } from './commands/keys.ts';
 import { health } from './commands/health.ts';
 import { parseServices, runPlatform } from './commands/start.ts';
 import { upload } from './commands/upload.ts';
+import { dashboard } from './commands/dashboard.ts';
+import { exportProfiles } from './commands/export.ts';
 import { CliError, withPlatformContext } from './command-context.ts';
 
 const program = new Command('ldp')
@@ -83,6 +85,9 @@ program.command('upload <file>')
   .option('--url <url>', 'aggregator base URL (default: AGGREGATOR_URL, else the running instance of DATA_DIR)')
   .option('--interval <ms>', 'progress poll interval', '500')
   .action(upload);
+
+program.command('dashboard').description("print an aggregator's dashboard rollup per domain as a table").requiredOption('--aggregator <id>', 'aggregator id').option('--refresh', 'compute it now, even within DASHBOARD_TTL_SECONDS').option('--json', 'print JSON instead of a table').action(dashboard);
+program.command('export').description("write the decrypted profiles of an aggregator's participants as CSV").requiredOption('--aggregator <id>', 'aggregator id').requiredOption('--ids <file>', 'file of 1..1000 participant ids (one per line)').option('--domain <domain>', 'only participants of this domain').option('--out <file>', 'CSV file to write (default: stdout)').action(exportProfiles);
 
 program.command('fixtures')
   .description('generate fixture files')

@@ -5,10 +5,11 @@
  * Signals unreachable or failing: the task throws and graphile-worker retries it with backoff, so a
  * stored submission is never lost. Signals refusing the item (invalid, conflict): recorded in
  * `push_error` and not retried (retrying cannot change the answer). Idempotent: the upsert of the
- * same item answers `unchanged`.
+ * same item answers `unchanged`. Once recorded, the aggregator's dashboard is recomputed.
  */
 import type { Task } from 'graphile-worker';
 import type { PlatformContext } from '../lib/context.ts';
+import { enqueueDashboardRefresh } from '../lib/aggregator/dashboard.ts';
 import { participantItem, recordLifecycle } from '../lib/aggregator/participants.ts';
 import { createSignalsClient } from '../lib/clients/signals-client.ts';
 import { withTransaction } from '../lib/platform/db.ts';
@@ -52,6 +53,8 @@ export function aggregatorPushParticipant(ctx: PlatformContext): Task {
       }
       await recordLifecycle(client, [{ participantId, lifecycleStatus: answer.lifecycle_status }]);
       await client.query('UPDATE aggregator.participants SET push_error = NULL WHERE participant_id = $1', [participantId]);
+      // The dashboard counts participants by lifecycle status: recompute it (pending refreshes coalesce by job key).
+      await enqueueDashboardRefresh(client, p.aggregator_id);
     });
   };
 }

@@ -8,6 +8,7 @@ import type { Task } from 'graphile-worker';
 import { errorReportStream } from '../lib/aggregator/bulk/error-report.ts';
 import { errorReportObjectKey, loadBulkUpload, type UploadPayload } from '../lib/aggregator/bulk/upload-jobs.ts';
 import type { PlatformContext } from '../lib/context.ts';
+import { enqueueDashboardRefresh } from '../lib/aggregator/dashboard.ts';
 
 /** The `bulk-upload-finish` task (see the module comment); idempotent: only a running job is completed. */
 export function bulkUploadFinish(ctx: PlatformContext): Task {
@@ -27,5 +28,6 @@ export function bulkUploadFinish(ctx: PlatformContext): Task {
       `UPDATE aggregator.bulk_uploads
           SET status = 'completed', errors_csv_object_key = $2, completed_at = now(), updated_at = now()
         WHERE upload_id = $1 AND status = 'running'`, [uploadId, key]);
+    await enqueueDashboardRefresh(ctx.pool, job.aggregator_id);
   };
 }

@@ -7,4 +7,6 @@ export const crontab = [
   '*/5 * * * * search-reconcile ?max=3&queue=search-reconcile&jobKey=search-reconcile&priority=20',
   // Public registration: drop expired rate-limit counters (tasks/aggregator-clean-rate-limits.ts).
   '17 * * * * aggregator-clean-rate-limits ?max=1&jobKey=aggregator-clean-rate-limits&priority=20',
+  // Aggregator dashboards: recompute rollups older than DASHBOARD_TTL_SECONDS (tasks/aggregator-dashboard-refresh.ts).
+  '*/5 * * * * aggregator-dashboards-refresh ?max=1&jobKey=aggregator-dashboards-refresh&priority=20',
 ].join('\n');

@@ -19,6 +19,10 @@ import { aggregatorSendDecisionEmail } from '../tasks/aggregator-send-decision-e
 import { aggregatorPushOrganisation } from '../tasks/aggregator-push-organisation.ts';
 import { aggregatorCleanRateLimits, CLEAN_RATE_LIMITS_TASK } from '../tasks/aggregator-clean-rate-limits.ts';
 import { RECONCILE_TASK, searchReconcile } from '../tasks/search-reconcile.ts';
+import { SUPPORT_EMAIL_TASK } from '../lib/network/support.ts';
+import { supportSendEmail } from '../tasks/support-send-email.ts';
+import { DASHBOARD_REFRESH_TASK, DASHBOARDS_REFRESH_TASK } from '../lib/aggregator/dashboard.ts';
+import { aggregatorDashboardRefresh, aggregatorDashboardsRefresh } from '../tasks/aggregator-dashboard-refresh.ts';
 
 export function createTaskList(ctx: PlatformContext): TaskList {
   return {
@@ -32,5 +36,8 @@ export function createTaskList(ctx: PlatformContext): TaskList {
     [DECISION_EMAIL_TASK]: aggregatorSendDecisionEmail(ctx),
     [PUSH_ORGANISATION_TASK]: aggregatorPushOrganisation(ctx),
     [CLEAN_RATE_LIMITS_TASK]: aggregatorCleanRateLimits(ctx),
+    [SUPPORT_EMAIL_TASK]: supportSendEmail(ctx),
+    [DASHBOARD_REFRESH_TASK]: aggregatorDashboardRefresh(ctx),
+    [DASHBOARDS_REFRESH_TASK]: aggregatorDashboardsRefresh(ctx),
   };
 }

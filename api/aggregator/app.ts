@@ -14,9 +14,12 @@ import { registrationFormRoutes } from './registration-form.ts';
 import { orgRoutes } from './orgs.ts';
 import { aggregatorRegistrationRoutes } from './aggregator-registrations.ts';
 import { reviewRoutes } from './reviews.ts';
+import { supportRoutes } from './support.ts';
+import { dashboardRoutes } from './dashboard.ts';
+import { SUPPORT_BODY_LIMIT_BYTES } from '../../lib/network/support.ts';
 
 export function createAggregatorApp(ctx: PlatformContext): Express {
-  const app = createServiceApp(ctx, 'aggregator');
+  const app = createServiceApp(ctx, 'aggregator', { bodyLimits: { '/v1/support': SUPPORT_BODY_LIMIT_BYTES } });
   app.use(healthRoutes(ctx, 'aggregator'));
   // Public keys of the built-in issuer, for other services that verify our tokens.
   app.get('/.well-known/jwks.json', (_req, res) => {
@@ -39,6 +42,8 @@ export function createAggregatorApp(ctx: PlatformContext): Express {
   });
   app.use('/v1', bulkUploadRoutes(ctx));
   app.use('/v1', linkRoutes(ctx));
+  app.use('/v1', supportRoutes(ctx));
+  app.use('/v1', dashboardRoutes(ctx));
   finishServiceApp(app, 'C');
   return app;
 }

@@ -19,8 +19,11 @@ const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 /** Server-rendered pages whose HTML forms post url-encoded bodies (registration form, review page), parsed by their routers. */
 const HTML_FORM_PATHS = /^\/(r|review)\//;
 
-/** Creates the app with the common middleware; add routes, then call `finishServiceApp`. */
-export function createServiceApp(ctx: PlatformContext, service: ServiceName): Express {
+/**
+ * Creates the app with the common middleware; add routes, then call `finishServiceApp`.
+ * `bodyLimits` gives POST routes (path → bytes) their own JSON limit instead of HTTP_BODY_LIMIT.
+ */
+export function createServiceApp(ctx: PlatformContext, service: ServiceName, options: { bodyLimits?: Record<string, number> } = {}): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('query parser', 'simple');
@@ -40,6 +43,10 @@ export function createServiceApp(ctx: PlatformContext, service: ServiceName): Ex
   app.use(observeRequests(ctx.metrics, service));
   app.get('/metrics', metricsRoute(ctx.metrics, ctx.config.METRICS_TOKEN));
   app.use(requireKnownContentType);
+  // A body read by a route's own parser is left alone by the general one (body-parser skips it).
+  for (const [route, limit] of Object.entries(options.bodyLimits ?? {})) {
+    app.post(route, express.json({ limit, type: ['application/json', 'application/*+json'] }));
+  }
   app.use(express.json({ limit: ctx.config.HTTP_BODY_LIMIT, type: ['application/json', 'application/*+json'] }));
   return app;
 }

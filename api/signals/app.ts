@@ -7,14 +7,17 @@ import { createServiceApp, finishServiceApp } from '../http/service-app.ts';
 import { discoverRoutes } from './discover.ts';
 import { itemRoutes } from './items.ts';
 import { matchScoreRoutes } from './match-score.ts';
+import { supportRoutes } from './support.ts';
+import { SUPPORT_BODY_LIMIT_BYTES } from '../../lib/network/support.ts';
 
 export function createSignalsApp(ctx: PlatformContext): Express {
-  const app = createServiceApp(ctx, 'signals');
+  const app = createServiceApp(ctx, 'signals', { bodyLimits: { '/api/v1/support': SUPPORT_BODY_LIMIT_BYTES } });
   app.use(healthRoutes(ctx, 'signals'));
   app.use('/api/v1', apiKeyAuth(ctx, 'signals'));
   app.use('/api/v1', itemRoutes(ctx));
   app.use('/api/v1', discoverRoutes(ctx));
   app.use('/api/v1', matchScoreRoutes(ctx));
+  app.use('/api/v1', supportRoutes(ctx));
   finishServiceApp(app, 'A');
   return app;
 }

@@ -10,6 +10,8 @@ import { z } from 'zod';
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().positive();
 const optionalString = z.string().min(1).optional();
+/** An e-mail address (local part @ domain; `localhost` domains allowed, as for a local mail catcher). */
+const mailbox = z.string().regex(/^[^\s@<>]+@[^\s@<>]+$/, 'expected an e-mail address such as support@example.org');
 
 /** Parses sizes such as `200mb`, `10MiB`, `1048576` into bytes. */
 const byteSize = z.string().transform((value, ctx) => {
@@ -91,6 +93,15 @@ export const configSchema = z.object({
   SEARCH_TEXT_SIMILARITY_THRESHOLD: z.coerce.number().min(-1).max(1).optional(),
   /** Items per step of the search reconciliation (change-feed page, re-embedding batch). */
   SEARCH_RECONCILE_BATCH_SIZE: positiveInt.max(1000).default(500),
+  // Issue 10: support requests (both services) and the aggregator dashboard.
+  /** Where support requests are e-mailed (spec POST /v1/support, POST /api/v1/support/). */
+  SUPPORT_EMAIL: mailbox.default('support@localhost'),
+  /** Also copied on every support request, when set. */
+  SUPPORT_CC_EMAIL: mailbox.optional(),
+  /** How long a computed dashboard is served before it is computed again. */
+  DASHBOARD_TTL_SECONDS: positiveInt.default(60),
+  /** How long GET /v1/dashboard waits for a recomputation (refresh=true, stale or missing payload). */
+  DASHBOARD_REFRESH_WAIT_MS: positiveInt.max(60_000).default(10_000),
   /** Match score bands: the least score of `strong`, `good` and `fair` (descending, 0..100); below fair is `weak`. */
   MATCH_SCORE_BANDS: z.string().default('75,55,35').transform((value, ctx) => {
     const parts = value.split(',').map((v) => Number(v.trim()));

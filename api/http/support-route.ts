@@ -1,0 +1,45 @@
+/**
+ * The support-request handler both services mount (aggregator `POST /v1/support`, signals
+ * `POST /api/v1/support/`), over lib/network/support.ts: validate (400), size limits (413), the
+ * submitter's allowance (429 + Retry-After), then store and enqueue the e-mail; answers
+ * `{ok: true, reference}`. Error shapes are the service's (C on the aggregator, A on signals).
+ */
+import type { Request, RequestHandler, Response } from 'express';
+import type { PlatformContext } from '../../lib/context.ts';
+import {
+  consumeSupportAllowance, createSupportRateLimiter, decodeAttachments, fileSupportRequest, supportRequestSchema,
+  SupportRequestError, type SupportRequest,
+} from '../../lib/network/support.ts';
+import { HttpError } from './errors.ts';
+import { parse } from './validation.ts';
+
+export interface SupportRouteOptions {
+  service: 'signals' | 'aggregator';
+  /** Who files the request (recorded): the token subject, the API key id. */
+  filedBy(res: Response): string;
+  /** Whose allowance of 5 per hour the request takes. */
+  submitter(req: Request, res: Response, request: SupportRequest): string;
+}
+
+/** The handler (see the module comment). */
+export function supportHandler(ctx: PlatformContext, options: SupportRouteOptions): RequestHandler {
+  const limiter = createSupportRateLimiter(ctx.pool);
+  return async (req, res) => {
+    const request = parse(supportRequestSchema, req.body);
+    try {
+      const attachments = decodeAttachments(request.attachments);
+      await consumeSupportAllowance(limiter, options.submitter(req, res, request));
+      const { reference } = await fileSupportRequest(ctx, { service: options.service, filedBy: options.filedBy(res), request, attachments });
+      res.status(200).json({ ok: true, reference });
+    } catch (err) {
+      if (err instanceof SupportRequestError) {
+        throw new HttpError(err.status, err.message, {
+          code: err.status === 429 ? 'rate_limited' : err.status === 413 ? 'payload_too_large' : 'invalid_request',
+          fields: err.field ? { [err.field]: [err.message] } : undefined,
+          headers: err.retryAfterSeconds ? { 'Retry-After': String(err.retryAfterSeconds) } : undefined,
+        });
+      }
+      throw err;
+    }
+  };
+}
