@@ -6,6 +6,7 @@ import { fixturesSeekers } from './commands/fixtures.ts';
 import { keysCreate, keysList, keysRevoke } from './commands/keys.ts';
 import { health } from './commands/health.ts';
 import { parseServices, runPlatform } from './commands/start.ts';
+import { registerMappingCommands } from './commands/mapping.ts';
 import { upload } from './commands/upload.ts';
 import { CliError, withPlatformContext } from './command-context.ts';
 
@@ -72,7 +73,8 @@ program.command('token')
 program.command('upload <file>')
   .description('onboard a CSV or XLSX file as a bulk upload through the aggregator API of a running instance')
   .requiredOption('--type <participant_type>', 'participant type (network domain), e.g. seeker or provider')
-  .option('--column-map <file>', 'JSON file: file header → schema field name, or null to ignore the column')
+  .option('--column-map <file>', 'JSON file: file header → schema field name, or null to ignore the column; or field → spec')
+  .option('--mapping <id>', 'a saved mapping (ldp mapping save) instead of --column-map')
   .option('--attest', 'attest that you have the authority to onboard these participants (else you are asked)')
   .option('--wait', 'follow the job with a progress bar until it ends, then print a summary')
   .option('--errors-out <file>', 'with --wait: save the error report (failed and skipped rows) there')
@@ -81,6 +83,8 @@ program.command('upload <file>')
   .option('--url <url>', 'aggregator base URL (default: AGGREGATOR_URL, else the running instance of DATA_DIR)')
   .option('--interval <ms>', 'progress poll interval', '500')
   .action(upload);
+
+registerMappingCommands(program);
 
 program.command('fixtures')
   .description('generate fixture files')

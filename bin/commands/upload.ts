@@ -1,5 +1,5 @@
 /**
- * `ldp upload FILE --type provider [--column-map map.json] [--wait]`: onboards a CSV or XLSX file
+ * `ldp upload FILE --type provider [--column-map map.json | --mapping ID] [--wait]`: onboards a CSV or XLSX file
  * through the aggregator HTTP API of a running instance — creates the bulk upload
  * (`POST /v1/bulk-uploads`, the file streamed from disk), starts it with the operator's
  * attestation, and with `--wait` follows its progress until it ends.
@@ -24,6 +24,8 @@ import { CliError, cliConfig, withPlatformContext } from '../command-context.ts'
 export interface UploadOptions {
   type: string;
   columnMap?: string;
+  /** Id of a saved mapping (instead of --column-map). */
+  mapping?: string;
   wait?: boolean;
   attest?: boolean;
   token?: string;
@@ -36,7 +38,8 @@ export interface UploadOptions {
 
 const TERMINAL = new Set(['completed', 'failed']);
 
-async function aggregatorUrl(opts: UploadOptions): Promise<string> {
+/** Base URL of the aggregator API (see the module comment). */
+export async function aggregatorUrl(opts: { url?: string }): Promise<string> {
   if (opts.url) return opts.url;
   if (process.env.AGGREGATOR_URL) return process.env.AGGREGATOR_URL;
   const { config } = cliConfig();
@@ -44,7 +47,8 @@ async function aggregatorUrl(opts: UploadOptions): Promise<string> {
   return instance?.urls.aggregator ?? serviceUrls(config).aggregator;
 }
 
-async function bearerToken(opts: UploadOptions): Promise<string> {
+/** Bearer token for the aggregator API (see the module comment). */
+export async function bearerToken(opts: { token?: string; aggregator?: string }): Promise<string> {
   if (opts.token) return opts.token;
   if (process.env.LDP_TOKEN) return process.env.LDP_TOKEN;
   if (!opts.aggregator) throw new CliError('Give a bearer token with --token or LDP_TOKEN, or --aggregator ID to mint one locally');
@@ -72,7 +76,7 @@ async function attestation(opts: UploadOptions, file: string): Promise<void> {
 }
 
 /** Calls the aggregator API; shape-C errors become CliErrors with their detail. */
-async function call<T>(url: string, token: string, init: RequestInit = {}): Promise<T> {
+export async function call<T>(url: string, token: string, init: RequestInit = {}): Promise<T> {
   let res: Response;
   try {
     res = await fetch(url, { ...init, headers: { authorization: `Bearer ${token}`, ...init.headers } });
@@ -114,6 +118,7 @@ export async function upload(file: string, opts: UploadOptions): Promise<void> {
   const form = new FormData();
   form.set('participant_type', opts.type);
   if (columnMap) form.set('column_map', columnMap);
+  if (opts.mapping) form.set('mapping_id', opts.mapping);
   // A file-backed Blob: fetch streams it from disk.
   form.set('file', await openAsBlob(file), path.basename(file));
   const started = Date.now();

@@ -23,9 +23,9 @@ export interface SavedMappingJson {
   latest_version: number;
 }
 
-const iso = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS ${column}`;
-const COLUMNS = `m.mapping_id AS id, m.version, m.name, m.participant_type, m.mapping, m.created_by, ${iso('m.created_at')},
-  ${iso('m.retired_at')}, (SELECT max(version) FROM aggregator.bulk_mappings l WHERE l.mapping_id = m.mapping_id)::int AS latest_version`;
+const iso = (column: string) => `to_char(m.${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS ${column}`;
+const COLUMNS = `m.mapping_id AS id, m.version, m.name, m.participant_type, m.mapping, m.created_by, ${iso('created_at')},
+  ${iso('retired_at')}, (SELECT max(version) FROM aggregator.bulk_mappings l WHERE l.mapping_id = m.mapping_id)::int AS latest_version`;
 
 /** Saves a new mapping (version 1). */
 export async function createSavedMapping(db: Queryable, input: {
@@ -58,7 +58,7 @@ export async function listSavedMappings(db: Queryable, aggregatorId: string, par
   return rows;
 }
 
-export type UpdateOutcome = { outcome: 'updated'; mapping: SavedMappingJson } | { outcome: 'not_found' | 'retired' };
+export type UpdateOutcome = { outcome: 'updated'; mapping: SavedMappingJson } | { outcome: 'not_found' } | { outcome: 'retired' };
 
 /** Adds a version to mapping `id` (name and mapping given; the participant type stays). */
 export async function updateSavedMapping(pool: Pool, aggregatorId: string, id: string, input: {
