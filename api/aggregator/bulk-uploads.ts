@@ -8,6 +8,7 @@
  * - `GET  /v1/bulk-uploads/{id}`        one job, with its counters
  * - `POST /v1/bulk-uploads/{id}/start`  {attestation: true} → running (idempotent on running/completed; 409 when failed)
  * - `GET  /v1/bulk-uploads/{id}/errors` the error-report CSV (404 when there is none)
+ * - `POST /v1/bulk-uploads/{id}/match`  mapping suggestions for the file's header (lib/aggregator/bulk/suggest.ts)
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
@@ -20,9 +21,12 @@ import { detectTableFormat, FORMAT_SNIFF_BYTES, unsupportedFileMessage } from '.
 import { MappingError, type Mapping } from '../../lib/aggregator/bulk/mapping.ts';
 import { parseMapping } from '../../lib/aggregator/bulk/parse-mapping.ts';
 import { getSavedMapping } from '../../lib/aggregator/bulk/saved-mappings.ts';
+import { openTable } from '../../lib/aggregator/bulk/open-table.ts';
+import { suggestMapping } from '../../lib/aggregator/bulk/suggest.ts';
+import { TableFormatError } from '../../lib/aggregator/bulk/table.ts';
 import type { Domain } from '../../lib/network/config.ts';
 import {
-  createBulkUpload, getBulkUpload, listBulkUploads, sourceObjectKey, startBulkUpload,
+  createBulkUpload, getBulkUpload, listBulkUploads, loadBulkUpload, sourceObjectKey, startBulkUpload,
 } from '../../lib/aggregator/bulk/upload-jobs.ts';
 import type { PlatformContext } from '../../lib/context.ts';
 import { ObjectNotFoundError, type ObjectStorage } from '../../lib/platform/storage.ts';
@@ -31,6 +35,8 @@ import { HttpError } from '../http/errors.ts';
 import { parse } from '../http/validation.ts';
 
 const MAX_COLUMN_MAP_BYTES = 64 * 1024;
+/** Data rows read for the value checks of `POST …/match` (the API reads them itself: a bounded read). */
+const MATCH_SAMPLE_ROWS = 100;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 const listQuery = z.object({
@@ -278,6 +284,34 @@ export function bulkUploadRoutes(ctx: PlatformContext): Router {
       throw new HttpError(409, `Bulk upload ${id} failed (${started.job.status_reason}); upload the corrected file as a new bulk upload`, { code: 'bulk_upload_failed' });
     }
     res.json(started.job);
+  });
+
+  router.post('/bulk-uploads/:id/match', async (req, res, next) => {
+    const id = uuidParam(req, next);
+    if (!id) return;
+    const job = await loadBulkUpload(ctx.pool, id);
+    if (!job || job.aggregator_id !== callerOf(res).aggregatorId) throw new HttpError(404, `No bulk upload ${id}`);
+    const domain = ctx.network.domains.get(job.participant_type)!;
+    let table;
+    try {
+      table = await openTable(() => ctx.storage.get(job.file_object_key), job.file_format);
+    } catch (err) {
+      if (err instanceof TableFormatError) throw new HttpError(422, `The file cannot be read: ${err.message}`, { code: 'unreadable_file' });
+      throw err;
+    }
+    const sample: string[][] = [];
+    try {
+      for await (const row of table.rows) {
+        sample.push(row.values);
+        if (sample.length === MATCH_SAMPLE_ROWS) break;
+      }
+    } catch (err) {
+      // A malformed row later on does not spoil the suggestions from the rows before it.
+      if (!(err instanceof TableFormatError)) throw err;
+    } finally {
+      table.close();
+    }
+    res.json({ upload_id: id, participant_type: domain.name, headers: table.headers, ...suggestMapping(ctx.network, domain, table.headers, sample, job.column_map) });
   });
 
   router.get('/bulk-uploads/:id/errors', async (req, res, next) => {

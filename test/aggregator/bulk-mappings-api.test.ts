@@ -134,3 +134,49 @@ describe('mapping errors are 400 naming the field', () => {
     expect(type.body.error.fields).toEqual({ participant_type: [expect.any(String)] });
   });
 });
+
+describe('POST /v1/bulk-uploads/{id}/match', () => {
+  // Our provider template with its headers renamed as an operator's own sheet would have them.
+  const renamed = csv(
+    ['Facility Name', 'Type', 'Dist', 'State Name', 'Village', 'Mobile No', 'Seats', 'Remarks'],
+    [
+      ['Govt School Kaithal', 'Education', 'Kaithal', 'Haryana', 'Siwan', '9876543210', '120', 'new building'],
+      ['PHC Siwan', 'Medical', 'Kaithal', 'Haryana', 'Siwan', '9876543211', '', ''],
+      ['Bus depot', 'transport/admin', 'Hisar', 'haryana', 'Barwala', '', '40', 'open 24h'],
+    ]);
+
+  it('suggests the right columns for renamed headers, with scores, and names what is left', async () => {
+    const created = await api('post', '/v1/bulk-uploads').field('participant_type', 'provider').attach('file', renamed, 'renamed.csv');
+    expect(created.status).toBe(201);
+    const res = await api('post', `/v1/bulk-uploads/${created.body.upload_id}/match`);
+    expect(res.status).toBe(200);
+    const byField = Object.fromEntries(res.body.fields.map((f: any) => [f.field, f]));
+    expect(byField.phone.matched).toEqual({ column: 'Mobile No', by: 'header' });
+    for (const [field, column] of [['name', 'Facility Name'], ['category', 'Type'], ['district', 'Dist'], ['state', 'State Name'], ['locality', 'Village'], ['capacity', 'Seats']]) {
+      expect(byField[field].matched, field).toBeNull();
+      expect(byField[field].candidates[0], field).toMatchObject({ column, score: expect.any(Number) });
+      expect(byField[field].candidates.length).toBeLessThanOrEqual(3);
+    }
+    expect(byField.category.candidates[0]).toMatchObject({ value_score: 1 });
+    expect(res.body.suggested_mapping).toEqual({
+      phone: { column: 'Mobile No' }, name: { column: 'Facility Name' }, category: { column: 'Type' }, district: { column: 'Dist' },
+      state: { column: 'State Name' }, locality: { column: 'Village' }, capacity: { column: 'Seats' },
+    });
+    expect(res.body.required_unmatched.sort()).toEqual(['category', 'district', 'name', 'state']);
+    expect(res.body.unmatched_columns).toEqual(['Facility Name', 'Type', 'Dist', 'State Name', 'Village', 'Seats', 'Remarks']);
+    expect(res.body.sampled_rows).toBe(3);
+
+    // The suggested mapping, saved, onboards the file's header.
+    const saved = await api('post', '/v1/bulk-uploads/mappings').send({ name: 'renamed', participant_type: 'provider', mapping: res.body.suggested_mapping });
+    expect(saved.status).toBe(201);
+    const again = await api('post', '/v1/bulk-uploads').field('participant_type', 'provider').field('mapping_id', saved.body.id).attach('file', renamed, 'renamed.csv');
+    const matched = await api('post', `/v1/bulk-uploads/${again.body.upload_id}/match`);
+    expect(matched.body.required_unmatched).toEqual([]);
+    expect(matched.body.unmatched_columns).toEqual(['Remarks']);
+  });
+
+  it('is 404 for a job of another aggregator', async () => {
+    const created = await api('post', '/v1/bulk-uploads').field('participant_type', 'provider').attach('file', renamed, 'renamed.csv');
+    expect((await api('post', `/v1/bulk-uploads/${created.body.upload_id}/match`, other.token)).status).toBe(404);
+  });
+});

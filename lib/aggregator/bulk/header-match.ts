@@ -112,8 +112,14 @@ export function matchHeaders(domain: Domain, headers: string[], columnMap?: Mapp
   return { columns, ignored, width: headers.length, unnamed, derived };
 }
 
+/** The names a header may give `field` by (name, label, label without parenthesis, aliases), normalised. */
+export function fieldNamesOf(field: FieldInfo): string[] {
+  const aliases = [...(field.identity ? ALIASES[`identity:${field.identity}`] : []), ...(field.location ? ALIASES[`location:${field.location}`] : [])];
+  return [...new Set([normalizeHeader(field.name), normalizeHeader(field.label), normalizeHeader(field.label.replace(/\([^)]*\)/g, '')), ...aliases])].filter(Boolean);
+}
+
 /** Normalised header text → field name, by precedence (name, label, label without parenthesis, alias); ambiguous keys are left out. */
-function knownHeaders(fields: FieldInfo[]): Map<string, string> {
+export function knownHeaders(fields: FieldInfo[]): Map<string, string> {
   const best = new Map<string, { field: string | null; rank: number }>();
   const offer = (key: string, field: string, rank: number) => {
     if (!key) return;
