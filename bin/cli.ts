@@ -82,6 +82,8 @@ program.command('upload <file>')
   .option('--aggregator <id>', 'mint a one-hour operator token for this aggregator locally instead')
   .option('--url <url>', 'aggregator base URL (default: AGGREGATOR_URL, else the running instance of DATA_DIR)')
   .option('--interval <ms>', 'progress poll interval', '500')
+  .option('--dry-run', 'create the upload and print the outcomes of its first rows (nothing written; the job stays pending)')
+  .option('--rows <n>', 'with --dry-run: how many data rows (1..1000)', '200')
   .action(upload);
 
 registerMappingCommands(program);

@@ -29,10 +29,11 @@ import { enqueue } from '../lib/platform/jobs.ts';
 import { goLiveStatus, type Domain } from '../lib/network/config.ts';
 import {
   bulkParticipantId, deleteParticipants, findRegistered, insertParticipants, participantItem, participantKeys,
-  recordLifecycle, type NewParticipant, type RegisteredParticipant,
+  recordLifecycle, type NewParticipant,
 } from '../lib/aggregator/participants.ts';
 import { createSignalsClient, MAX_ITEMS_PER_REQUEST } from '../lib/clients/signals-client.ts';
-import { keyFields, type StagedRow } from './bulk-upload-stage.ts';
+import { keyFields, registeredReasons, repeatReasons } from '../lib/aggregator/bulk/duplicates.ts';
+import type { StagedRow } from './bulk-upload-stage.ts';
 
 /** Pushes to signals one chunk may have under way at once (each of up to MAX_ITEMS_PER_REQUEST items). */
 const PUSHES_IN_FLIGHT = 2;
@@ -123,19 +124,12 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
     const inFlight = new Set<Promise<void>>();
     let pushFailure: unknown;
 
-    const registeredReason = (field: string | undefined, found: RegisteredParticipant | undefined): FieldError | null => {
-      if (!found || !field) return null;
-      return found.bulk_upload_id === job.upload_id && found.row_number !== null
-        ? { field, message: `${field} repeats row ${found.row_number} of this file` }
-        : { field, message: `${field} already registered with this aggregator` };
-    };
-
     /** Coerces and checks a batch, inserts what is new; returns the participants stored. */
     const store = async (batch: StagedRow[]): Promise<Candidate[]> => {
       const candidates: Candidate[] = [];
       for (const [rowNumber, cells, repeats] of batch) {
         if (repeats) {
-          results.push({ rowNumber, cells, outcome: 'skipped', errors: repeats.map(([field, row]) => ({ field, message: `${field} repeats row ${row} of this file` })) });
+          results.push({ rowNumber, cells, outcome: 'skipped', errors: repeatReasons(repeats) });
           continue;
         }
         const outcome = coerce(cells);
@@ -152,11 +146,7 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
       }
       const registered = await findRegistered(client, job.aggregator_id, domain.name, candidates.map((c) => c.keys));
       const fresh = candidates.filter((c) => {
-        const reasons = [
-          registeredReason(fields.phone, c.keys.phoneIndex && registered.phone.get(c.keys.phoneIndex.toString('hex'))),
-          registeredReason(fields.email, c.keys.emailIndex && registered.email.get(c.keys.emailIndex.toString('hex'))),
-          registeredReason(fields.externalId, c.keys.externalId === undefined ? undefined : registered.externalId.get(c.keys.externalId)),
-        ].filter((r): r is FieldError => r !== null);
+        const reasons = registeredReasons(domain, job.upload_id, c.keys, registered);
         if (reasons.length) results.push({ rowNumber: c.rowNumber, cells: c.cells, outcome: 'skipped', errors: reasons });
         return reasons.length === 0;
       });

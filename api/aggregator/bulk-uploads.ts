@@ -9,6 +9,9 @@
  * - `POST /v1/bulk-uploads/{id}/start`  {attestation: true} → running (idempotent on running/completed; 409 when failed)
  * - `GET  /v1/bulk-uploads/{id}/errors` the error-report CSV (404 when there is none)
  * - `POST /v1/bulk-uploads/{id}/match`  mapping suggestions for the file's header (lib/aggregator/bulk/suggest.ts)
+ * - `POST /v1/bulk-uploads/{id}/preview` {rows?: 1..1000 (200)} dry run of a pending job by the worker: 200 with the
+ *   outcomes when done within BULK_PREVIEW_WAIT_MS, else 202 with the preview to poll
+ * - `GET  /v1/bulk-uploads/{id}/previews/{preview_id}` a dry run (pending or completed)
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
@@ -22,6 +25,7 @@ import { MappingError, type Mapping } from '../../lib/aggregator/bulk/mapping.ts
 import { parseMapping } from '../../lib/aggregator/bulk/parse-mapping.ts';
 import { getSavedMapping } from '../../lib/aggregator/bulk/saved-mappings.ts';
 import { openTable } from '../../lib/aggregator/bulk/open-table.ts';
+import { createPreview, getPreview, MAX_PREVIEW_ROWS, type PreviewJson } from '../../lib/aggregator/bulk/preview.ts';
 import { suggestMapping } from '../../lib/aggregator/bulk/suggest.ts';
 import { TableFormatError } from '../../lib/aggregator/bulk/table.ts';
 import type { Domain } from '../../lib/network/config.ts';
@@ -43,6 +47,10 @@ const listQuery = z.object({
   page: z.coerce.number().int().min(1).default(1),
   limit: z.coerce.number().int().min(1).max(200).default(50),
 });
+const previewBody = z.object({
+  rows: z.number().int().min(1).max(MAX_PREVIEW_ROWS, `at most ${MAX_PREVIEW_ROWS} rows`).default(200),
+});
+const PREVIEW_POLL_MS = 50;
 const startBody = z.looseObject({
   attestation: z.literal(true, { error: 'attestation must be true: the operator attests their authority to upload these participants' }),
 });
@@ -312,6 +320,36 @@ export function bulkUploadRoutes(ctx: PlatformContext): Router {
       table.close();
     }
     res.json({ upload_id: id, participant_type: domain.name, headers: table.headers, ...suggestMapping(ctx.network, domain, table.headers, sample, job.column_map) });
+  });
+
+  router.post('/bulk-uploads/:id/preview', requireRole('admin', 'operator'), async (req, res, next) => {
+    const id = uuidParam(req, next);
+    if (!id) return;
+    const { rows } = parse(previewBody, req.body ?? {});
+    const caller = callerOf(res);
+    const job = await getBulkUpload(ctx.pool, caller.aggregatorId, id);
+    if (!job) throw new HttpError(404, `No bulk upload ${id}`);
+    if (job.status !== 'pending') {
+      throw new HttpError(409, `Bulk upload ${id} is ${job.status}; a dry run is for a pending job (before start)`, { code: 'bulk_upload_not_pending' });
+    }
+    let preview: PreviewJson = await createPreview(ctx.pool, id, rows, caller.subject);
+    // A bounded wait: small previews answer at once, larger ones (or a busy worker) are polled.
+    const deadline = Date.now() + ctx.config.BULK_PREVIEW_WAIT_MS;
+    while (preview.status === 'pending' && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, PREVIEW_POLL_MS));
+      preview = (await getPreview(ctx.pool, id, preview.preview_id))!;
+    }
+    res.status(preview.status === 'pending' ? 202 : 200).location(`/v1/bulk-uploads/${id}/previews/${preview.preview_id}`).json(preview);
+  });
+
+  router.get('/bulk-uploads/:id/previews/:previewId', async (req, res, next) => {
+    const id = uuidParam(req, next);
+    if (!id) return;
+    const previewId = String(req.params.previewId);
+    const job = UUID.test(previewId) ? await getBulkUpload(ctx.pool, callerOf(res).aggregatorId, id) : null;
+    const preview = job ? await getPreview(ctx.pool, id, previewId.toLowerCase()) : null;
+    if (!preview) throw new HttpError(404, `No preview ${previewId} of bulk upload ${id}`);
+    res.json(preview);
   });
 
   router.get('/bulk-uploads/:id/errors', async (req, res, next) => {
