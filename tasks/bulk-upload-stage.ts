@@ -58,7 +58,7 @@ export function bulkUploadStage(ctx: PlatformContext): Task {
       await writing;
       writing = ctx.pool.query(
         `INSERT INTO aggregator.bulk_upload_chunks (upload_id, chunk_index, first_row_number, last_row_number, row_count, rows)
-         VALUES ($1, $2, $3, $4, $5, $6::jsonb)`,
+         VALUES ($1, $2, $3, $4, $5, $6::json)`,
         [uploadId, index, rows[0][0], rows[rows.length - 1][0], rows.length, JSON.stringify(rows)]);
       writing.catch(() => {});
     };
