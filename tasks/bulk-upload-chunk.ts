@@ -160,8 +160,11 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
       });
     };
 
-    /** Pushes stored participants as items and sorts signals' answers. */
-    const push = async (stored: Candidate[]): Promise<void> => {
+    /**
+     * The one place bulk onboarding pushes to signals: stored participants as items (built by
+     * `participantItem` in `store`), then signals' answers sorted into refused and re-statused.
+     */
+    const pushToSignals = async (stored: Candidate[]): Promise<void> => {
       const answers = await signals.pushItems(stored.map((c) => c.item));
       stored.forEach((c, i) => {
         const answer = answers[i];
@@ -177,7 +180,7 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
     for (let i = 0; i < rows.length && pushFailure === undefined; i += MAX_ITEMS_PER_REQUEST) {
       const stored = await store(rows.slice(i, i + MAX_ITEMS_PER_REQUEST));
       while (inFlight.size >= PUSHES_IN_FLIGHT) await Promise.race(inFlight);
-      const pushing: Promise<void> = push(stored).catch((err) => { pushFailure ??= err; }).finally(() => inFlight.delete(pushing));
+      const pushing: Promise<void> = pushToSignals(stored).catch((err) => { pushFailure ??= err; }).finally(() => inFlight.delete(pushing));
       inFlight.add(pushing);
     }
     await Promise.all(inFlight);
