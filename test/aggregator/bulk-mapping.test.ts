@@ -69,6 +69,14 @@ describe('field specs in the row coercion', () => {
     expect(outcome.ok && outcome.participant.profile.category).toBe('Agro');
   });
 
+  it('takes list constants as JSON arrays or delimited text', () => {
+    const array = coerce(ROW, { ...MAPPING, languages: { value: ['Malayalam', 'english'] } });
+    expect(array.ok && array.participant.profile.languages).toEqual(['Malayalam', 'English']);
+    const text = coerce(ROW, { ...MAPPING, languages: { value: `Malayalam${network.csvArrayDelimiter}Hindi` } });
+    expect(text.ok && text.participant.profile.languages).toEqual(['Malayalam', 'Hindi']);
+    expect(mappingError({ languages: { value: ['Klingon'] } }).message).toMatch(/languages: value "Klingon" is not a valid value/);
+  });
+
   it('maps the items of a split list', () => {
     const mapping = { ...MAPPING, languages: { column: 'LANG', split: '/', map: { hi: 'Hindi', ml: 'Malayalam' } } };
     const outcome = coerce({ ...ROW, LANG: 'HI / ml' }, mapping);

@@ -78,7 +78,13 @@ function parseSpec(network: Network, field: FieldInfo, spec: Record<string, unkn
       }
       const text = String(item);
       if (text.trim() === '') fail('value must not be empty (leave the field out to leave it empty)');
-      checkValue(text, 'value');
+      if (field.kind === 'array' && !Array.isArray(value)) {
+        // A delimited list, split as a cell would be.
+        const converted = convert(text.trim());
+        if (converted instanceof Bad) fail(`value ${JSON.stringify(text)} is not a valid value: ${converted.message}`);
+      } else {
+        checkValue(text, 'value');
+      }
     }
     out.value = value;
     return out;
