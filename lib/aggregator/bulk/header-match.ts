@@ -50,9 +50,11 @@ export function normalizeHeader(text: string): string {
 }
 
 /**
- * Maps `headers` (trimmed, in file order) to the fields of `domain`, with `columnMap` overriding.
+ * Maps `headers` (trimmed, in file order) to the fields of `domain`, with `columnMap` (header
+ * entries and field specs, lib/aggregator/bulk/mapping.ts) overriding; fields with a spec count as
+ * present.
  * @throws TableFormatError when `columnMap` names a field the schema does not have or a column the
- *   file does not have, when two columns map to one field (naming both), when no column is known,
+ *   file does not have (in a header entry or a spec), when two columns map to one field (naming both), when no column is known,
  *   or when required fields (the schema's `required`) have no column (naming them).
  */
 export function matchHeaders(domain: Domain, headers: string[], columnMap?: Mapping | null): ColumnMapping {
