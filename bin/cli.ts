@@ -6,6 +6,7 @@ import { fixturesSeekers } from './commands/fixtures.ts';
 import { keysCreate, keysList, keysRevoke } from './commands/keys.ts';
 import { health } from './commands/health.ts';
 import { parseServices, runPlatform } from './commands/start.ts';
+import { registerMappingCommands } from './commands/mapping.ts';
 import { upload } from './commands/upload.ts';
 import { dashboard } from './commands/dashboard.ts';
 import { exportProfiles } from './commands/export.ts';
@@ -76,7 +77,8 @@ program.command('token')
 program.command('upload <file>')
   .description('onboard a CSV or XLSX file as a bulk upload through the aggregator API of a running instance')
   .requiredOption('--type <participant_type>', 'participant type (network domain), e.g. seeker or provider')
-  .option('--column-map <file>', 'JSON file: file header → schema field name, or null to ignore the column')
+  .option('--column-map <file>', 'JSON file: file header → schema field name, or null to ignore the column; or field → spec')
+  .option('--mapping <id>', 'a saved mapping (ldp mapping save) instead of --column-map')
   .option('--attest', 'attest that you have the authority to onboard these participants (else you are asked)')
   .option('--wait', 'follow the job with a progress bar until it ends, then print a summary')
   .option('--errors-out <file>', 'with --wait: save the error report (failed and skipped rows) there')
@@ -84,10 +86,13 @@ program.command('upload <file>')
   .option('--aggregator <id>', 'mint a one-hour operator token for this aggregator locally instead')
   .option('--url <url>', 'aggregator base URL (default: AGGREGATOR_URL, else the running instance of DATA_DIR)')
   .option('--interval <ms>', 'progress poll interval', '500')
+  .option('--dry-run', 'create the upload and print the outcomes of its first rows (nothing written; the job stays pending)')
+  .option('--rows <n>', 'with --dry-run: how many data rows (1..1000)', '200')
   .action(upload);
 
 program.command('dashboard').description("print an aggregator's dashboard rollup per domain as a table").requiredOption('--aggregator <id>', 'aggregator id').option('--refresh', 'compute it now, even within DASHBOARD_TTL_SECONDS').option('--json', 'print JSON instead of a table').action(dashboard);
 program.command('export').description("write the decrypted profiles of an aggregator's participants as CSV").requiredOption('--aggregator <id>', 'aggregator id').requiredOption('--ids <file>', 'file of 1..1000 participant ids (one per line)').option('--domain <domain>', 'only participants of this domain').option('--out <file>', 'CSV file to write (default: stdout)').action(exportProfiles);
+registerMappingCommands(program);
 
 program.command('fixtures')
   .description('generate fixture files')

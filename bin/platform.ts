@@ -3,6 +3,8 @@
  * the worker and any of the three services. Used by `ldp start`, `ldp serve`, `ldp worker` and by
  * the tests, so all of them run the same start-up path.
  */
+import { once } from 'node:events';
+import { Worker } from 'node:worker_threads';
 import { registerApiKey } from '../lib/platform/api-keys.ts';
 import type { Config } from '../lib/platform/config.ts';
 import { createContext, type PlatformContext } from '../lib/context.ts';
@@ -16,13 +18,19 @@ export interface PlatformHandle {
   ctx: PlatformContext;
   services: RunningService[];
   worker?: WorkerHandle;
+  /** The worker when it runs in a thread of this process (`worker: 'thread'`). */
+  workerThread?: { stop(): Promise<void> };
   /** Stops taking requests, lets running jobs finish within SHUTDOWN_TIMEOUT_MS, closes the pool. */
   stop(): Promise<void>;
 }
 
 export interface PlatformParts {
   services: ServiceName[];
-  worker: boolean;
+  /**
+   * Run a graphile-worker runner: `true` on this thread's event loop (tests, `ldp worker`),
+   * `'thread'` in a worker thread of this process, started after the services (`ldp start`).
+   */
+  worker: boolean | 'thread';
   /** Ports per service; default the configured ones (0 = any free port). */
   ports?: Partial<Record<ServiceName, number>>;
 }
@@ -35,21 +43,49 @@ export async function startPlatform(config: Config, logger: Logger, databaseUrl:
   const ctx = await createContext(config, databaseUrl, logger);
   const services: RunningService[] = [];
   let worker: WorkerHandle | undefined;
+  let workerThread: { stop(): Promise<void> } | undefined;
   const stop = async () => {
     await Promise.all(services.map((s) => s.close()));
     await worker?.stop();
+    await workerThread?.stop();
     await ctx.close();
   };
   try {
     const applied = await migrate(ctx.pool);
     if (applied.length) logger.info({ applied }, 'migrations applied');
     for (const service of ['signals', 'search'] as const) await registerApiKey(ctx.pool, service, 'internal', ctx.internalApiKey);
-    if (parts.worker) worker = await startWorker(ctx);
+    if (parts.worker === true) worker = await startWorker(ctx);
     const defaults = { signals: config.SIGNALS_PORT, aggregator: config.AGGREGATOR_PORT, search: config.SEARCH_PORT };
     for (const name of parts.services) services.push(await startService(ctx, name, parts.ports?.[name] ?? defaults[name]));
+    if (parts.worker === 'thread') workerThread = await startWorkerThread(databaseUrl, ctx.urls);
   } catch (err) {
     await stop().catch(() => {});
     throw err;
   }
-  return { ctx, services, worker, stop };
+  return { ctx, services, worker, workerThread, stop };
+}
+
+/**
+ * Starts the worker in a thread (bin/worker-thread.ts) and resolves once its runner runs; its
+ * `stop` lets running jobs finish as `ldp worker` does, then ends the thread.
+ * @throws Error with the thread's start-up error
+ */
+async function startWorkerThread(databaseUrl: string, urls: PlatformContext['urls']): Promise<{ stop(): Promise<void> }> {
+  const thread = new Worker(new URL('./worker-thread.js', import.meta.url), { workerData: { databaseUrl, urls: { ...urls } } });
+  const [first] = await Promise.race([once(thread, 'message'), once(thread, 'error').then(([err]) => [{ error: String(err) }])]);
+  if (first !== 'ready') {
+    await thread.terminate();
+    throw new Error(`the worker thread did not start: ${(first as { error: string }).error}`);
+  }
+  let stopping: Promise<void> | undefined;
+  return {
+    stop() {
+      stopping ??= (async () => {
+        const stopped = once(thread, 'exit');
+        thread.postMessage('stop');
+        await stopped;
+      })();
+      return stopping;
+    },
+  };
 }

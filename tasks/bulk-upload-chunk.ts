@@ -29,10 +29,11 @@ import { enqueue } from '../lib/platform/jobs.ts';
 import { goLiveStatus, type Domain } from '../lib/network/config.ts';
 import {
   bulkParticipantId, deleteParticipants, findRegistered, insertParticipants, participantItem, participantKeys,
-  recordLifecycle, type NewParticipant, type RegisteredParticipant,
+  recordLifecycle, type NewParticipant,
 } from '../lib/aggregator/participants.ts';
 import { createSignalsClient, MAX_ITEMS_PER_REQUEST } from '../lib/clients/signals-client.ts';
-import { keyFields, type StagedRow } from './bulk-upload-stage.ts';
+import { keyFields, registeredReasons, repeatReasons } from '../lib/aggregator/bulk/duplicates.ts';
+import type { StagedRow } from './bulk-upload-stage.ts';
 
 /** Pushes to signals one chunk may have under way at once (each of up to MAX_ITEMS_PER_REQUEST items). */
 const PUSHES_IN_FLIGHT = 2;
@@ -123,19 +124,12 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
     const inFlight = new Set<Promise<void>>();
     let pushFailure: unknown;
 
-    const registeredReason = (field: string | undefined, found: RegisteredParticipant | undefined): FieldError | null => {
-      if (!found || !field) return null;
-      return found.bulk_upload_id === job.upload_id && found.row_number !== null
-        ? { field, message: `${field} repeats row ${found.row_number} of this file` }
-        : { field, message: `${field} already registered with this aggregator` };
-    };
-
     /** Coerces and checks a batch, inserts what is new; returns the participants stored. */
     const store = async (batch: StagedRow[]): Promise<Candidate[]> => {
       const candidates: Candidate[] = [];
       for (const [rowNumber, cells, repeats] of batch) {
         if (repeats) {
-          results.push({ rowNumber, cells, outcome: 'skipped', errors: repeats.map(([field, row]) => ({ field, message: `${field} repeats row ${row} of this file` })) });
+          results.push({ rowNumber, cells, outcome: 'skipped', errors: repeatReasons(repeats) });
           continue;
         }
         const outcome = coerce(cells);
@@ -152,11 +146,7 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
       }
       const registered = await findRegistered(client, job.aggregator_id, domain.name, candidates.map((c) => c.keys));
       const fresh = candidates.filter((c) => {
-        const reasons = [
-          registeredReason(fields.phone, c.keys.phoneIndex && registered.phone.get(c.keys.phoneIndex.toString('hex'))),
-          registeredReason(fields.email, c.keys.emailIndex && registered.email.get(c.keys.emailIndex.toString('hex'))),
-          registeredReason(fields.externalId, c.keys.externalId === undefined ? undefined : registered.externalId.get(c.keys.externalId)),
-        ].filter((r): r is FieldError => r !== null);
+        const reasons = registeredReasons(domain, job.upload_id, c.keys, registered);
         if (reasons.length) results.push({ rowNumber: c.rowNumber, cells: c.cells, outcome: 'skipped', errors: reasons });
         return reasons.length === 0;
       });
@@ -170,8 +160,11 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
       });
     };
 
-    /** Pushes stored participants as items and sorts signals' answers. */
-    const push = async (stored: Candidate[]): Promise<void> => {
+    /**
+     * The one place bulk onboarding pushes to signals: stored participants as items (built by
+     * `participantItem` in `store`), then signals' answers sorted into refused and re-statused.
+     */
+    const pushToSignals = async (stored: Candidate[]): Promise<void> => {
       const answers = await signals.pushItems(stored.map((c) => c.item));
       stored.forEach((c, i) => {
         const answer = answers[i];
@@ -187,7 +180,7 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
     for (let i = 0; i < rows.length && pushFailure === undefined; i += MAX_ITEMS_PER_REQUEST) {
       const stored = await store(rows.slice(i, i + MAX_ITEMS_PER_REQUEST));
       while (inFlight.size >= PUSHES_IN_FLIGHT) await Promise.race(inFlight);
-      const pushing: Promise<void> = push(stored).catch((err) => { pushFailure ??= err; }).finally(() => inFlight.delete(pushing));
+      const pushing: Promise<void> = pushToSignals(stored).catch((err) => { pushFailure ??= err; }).finally(() => inFlight.delete(pushing));
       inFlight.add(pushing);
     }
     await Promise.all(inFlight);

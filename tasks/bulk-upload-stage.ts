@@ -27,22 +27,10 @@ import {
 import type { PlatformContext } from '../lib/context.ts';
 import { withTransaction } from '../lib/platform/db.ts';
 import { enqueue, enqueueMany } from '../lib/platform/jobs.ts';
-import type { Domain } from '../lib/network/config.ts';
-
-/** A field and the earlier row of the file that has the same value in it. */
-export type Repeat = [field: string, rowNumber: number];
+import { createRepeatTracker, type Repeat } from '../lib/aggregator/bulk/duplicates.ts';
 
 /** A staged row: spreadsheet row number, cells, and the earlier rows it repeats (if any). */
 export type StagedRow = [rowNumber: number, cells: string[], repeats?: Repeat[]];
-
-/** The duplicate keys of a domain's participants, by field name. */
-export function keyFields(domain: Domain): { phone?: string; email?: string; externalId?: string } {
-  return {
-    phone: domain.fields.find((f) => f.identity === 'phone')?.name,
-    email: domain.fields.find((f) => f.identity === 'email')?.name,
-    externalId: domain.fields.find((f) => f.externalId)?.name,
-  };
-}
 
 /** The `bulk-upload-stage` task (see the module comment); idempotent: a staged job is left alone. */
 export function bulkUploadStage(ctx: PlatformContext): Task {
@@ -59,9 +47,7 @@ export function bulkUploadStage(ctx: PlatformContext): Task {
     await ctx.pool.query('DELETE FROM aggregator.bulk_upload_chunks WHERE upload_id = $1', [uploadId]);
 
     const chunkRows = ctx.config.BULK_UPLOAD_CHUNK_ROWS;
-    const fields = keyFields(domain);
-    // Key value → the first row (that passed coercion) holding it.
-    const firstRows = { phone: new Map<string, number>(), email: new Map<string, number>(), externalId: new Map<string, number>() };
+    const repeatsOf = createRepeatTracker(domain);
     let chunks = 0;
     let total = 0;
     let table: Table | undefined;
@@ -72,7 +58,7 @@ export function bulkUploadStage(ctx: PlatformContext): Task {
       await writing;
       writing = ctx.pool.query(
         `INSERT INTO aggregator.bulk_upload_chunks (upload_id, chunk_index, first_row_number, last_row_number, row_count, rows)
-         VALUES ($1, $2, $3, $4, $5, $6::jsonb)`,
+         VALUES ($1, $2, $3, $4, $5, $6::json)`,
         [uploadId, index, rows[0][0], rows[rows.length - 1][0], rows.length, JSON.stringify(rows)]);
       writing.catch(() => {});
     };
@@ -85,19 +71,7 @@ export function bulkUploadStage(ctx: PlatformContext): Task {
       // Blank rows never reach here (lib/aggregator/bulk/table.ts skips them).
       for await (const row of table.rows) {
         total++;
-        const outcome = coerce(row.values);
-        let repeats: Repeat[] | undefined;
-        if (outcome.ok) {
-          const { identity, externalId } = outcome.participant;
-          const keys: [keyof typeof firstRows, string | undefined, string | undefined][] = [
-            ['phone', fields.phone, identity.phone], ['email', fields.email, identity.email], ['externalId', fields.externalId, externalId],
-          ];
-          for (const [kind, field, value] of keys) {
-            const first = value === undefined ? undefined : firstRows[kind].get(value);
-            if (first !== undefined) (repeats ??= []).push([field!, first]);
-          }
-          if (!repeats) for (const [kind, , value] of keys) if (value !== undefined) firstRows[kind].set(value, row.rowNumber);
-        }
+        const repeats = repeatsOf(coerce(row.values), row.rowNumber);
         rows.push(repeats ? [row.rowNumber, row.values, repeats] : [row.rowNumber, row.values]);
         if (rows.length === chunkRows) {
           await write(rows);

@@ -8,6 +8,8 @@ import { SEARCH_INDEX_TASK } from '../lib/network/items.ts';
 import { CHUNK_TASK, FINISH_TASK, STAGE_TASK } from '../lib/aggregator/bulk/upload-jobs.ts';
 import { bulkUploadChunk } from '../tasks/bulk-upload-chunk.ts';
 import { bulkUploadFinish } from '../tasks/bulk-upload-finish.ts';
+import { PREVIEW_TASK } from '../lib/aggregator/bulk/preview.ts';
+import { bulkUploadPreview } from '../tasks/bulk-upload-preview.ts';
 import { bulkUploadStage } from '../tasks/bulk-upload-stage.ts';
 import { searchIndexItems } from '../tasks/search-index-items.ts';
 import { PUSH_PARTICIPANT_TASK } from '../lib/aggregator/public-registration.ts';
@@ -29,6 +31,7 @@ export function createTaskList(ctx: PlatformContext): TaskList {
     [STAGE_TASK]: bulkUploadStage(ctx),
     [CHUNK_TASK]: bulkUploadChunk(ctx),
     [FINISH_TASK]: bulkUploadFinish(ctx),
+    [PREVIEW_TASK]: bulkUploadPreview(ctx),
     [SEARCH_INDEX_TASK]: searchIndexItems(ctx),
     [RECONCILE_TASK]: searchReconcile(ctx),
     [PUSH_PARTICIPANT_TASK]: aggregatorPushParticipant(ctx),

@@ -6,6 +6,7 @@ import type { PlatformContext } from '../../lib/context.ts';
 import { bearerAuth, callerOf } from '../http/auth.ts';
 import { healthRoutes } from '../http/health.ts';
 import { createServiceApp, finishServiceApp } from '../http/service-app.ts';
+import { bulkMappingRoutes } from './bulk-mappings.ts';
 import { bulkUploadRoutes } from './bulk-uploads.ts';
 import { templateRoutes } from './templates.ts';
 import { linkRoutes } from './links.ts';
@@ -40,6 +41,8 @@ export function createAggregatorApp(ctx: PlatformContext): Express {
       aggregator_type: caller.types, domains: [...caller.domains], roles: caller.roles,
     });
   });
+  // Saved mappings before the bulk-upload routes: /v1/bulk-uploads/mappings is no upload id.
+  app.use('/v1', bulkMappingRoutes(ctx));
   app.use('/v1', bulkUploadRoutes(ctx));
   app.use('/v1', linkRoutes(ctx));
   app.use('/v1', supportRoutes(ctx));

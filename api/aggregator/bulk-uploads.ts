@@ -3,11 +3,15 @@
  * the rest decided in docs/decisions.md, "Bulk onboarding"). The API only stores the file,
  * records the job and enqueues; tasks/bulk-upload-*.ts do the onboarding.
  *
- * - `POST /v1/bulk-uploads`             multipart: participant_type, file (CSV or XLSX), column_map? → 201 job (pending)
+ * - `POST /v1/bulk-uploads`             multipart: participant_type, file (CSV or XLSX), column_map? | mapping_id (+ mapping_version?) → 201 job (pending)
  * - `GET  /v1/bulk-uploads?page=&limit=` the caller's jobs, newest first
  * - `GET  /v1/bulk-uploads/{id}`        one job, with its counters
  * - `POST /v1/bulk-uploads/{id}/start`  {attestation: true} → running (idempotent on running/completed; 409 when failed)
  * - `GET  /v1/bulk-uploads/{id}/errors` the error-report CSV (404 when there is none)
+ * - `POST /v1/bulk-uploads/{id}/match`  mapping suggestions for the file's header (lib/aggregator/bulk/suggest.ts)
+ * - `POST /v1/bulk-uploads/{id}/preview` {rows?: 1..1000 (200)} dry run of a pending job by the worker: 200 with the
+ *   outcomes when done within BULK_PREVIEW_WAIT_MS, else 202 with the preview to poll
+ * - `GET  /v1/bulk-uploads/{id}/previews/{preview_id}` a dry run (pending or completed)
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
@@ -17,8 +21,16 @@ import busboy from 'busboy';
 import { Router, type NextFunction, type Request, type Response } from 'express';
 import { z } from 'zod';
 import { detectTableFormat, FORMAT_SNIFF_BYTES, unsupportedFileMessage } from '../../lib/aggregator/bulk/file-type.ts';
+import { MappingError, type Mapping } from '../../lib/aggregator/bulk/mapping.ts';
+import { parseMapping } from '../../lib/aggregator/bulk/parse-mapping.ts';
+import { getSavedMapping } from '../../lib/aggregator/bulk/saved-mappings.ts';
+import { openTable } from '../../lib/aggregator/bulk/open-table.ts';
+import { createPreview, getPreview, MAX_PREVIEW_ROWS, type PreviewJson } from '../../lib/aggregator/bulk/preview.ts';
+import { suggestMapping } from '../../lib/aggregator/bulk/suggest.ts';
+import { TableFormatError } from '../../lib/aggregator/bulk/table.ts';
+import type { Domain } from '../../lib/network/config.ts';
 import {
-  createBulkUpload, getBulkUpload, listBulkUploads, sourceObjectKey, startBulkUpload,
+  createBulkUpload, getBulkUpload, listBulkUploads, loadBulkUpload, sourceObjectKey, startBulkUpload,
 } from '../../lib/aggregator/bulk/upload-jobs.ts';
 import type { PlatformContext } from '../../lib/context.ts';
 import { ObjectNotFoundError, type ObjectStorage } from '../../lib/platform/storage.ts';
@@ -27,17 +39,21 @@ import { HttpError } from '../http/errors.ts';
 import { parse } from '../http/validation.ts';
 
 const MAX_COLUMN_MAP_BYTES = 64 * 1024;
+/** Data rows read for the value checks of `POST …/match` (the API reads them itself: a bounded read). */
+const MATCH_SAMPLE_ROWS = 100;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 const listQuery = z.object({
   page: z.coerce.number().int().min(1).default(1),
   limit: z.coerce.number().int().min(1).max(200).default(50),
 });
+const previewBody = z.object({
+  rows: z.number().int().min(1).max(MAX_PREVIEW_ROWS, `at most ${MAX_PREVIEW_ROWS} rows`).default(200),
+});
+const PREVIEW_POLL_MS = 50;
 const startBody = z.looseObject({
   attestation: z.literal(true, { error: 'attestation must be true: the operator attests their authority to upload these participants' }),
 });
-const columnMapSchema = z.record(z.string().min(1).max(200), z.string().min(1).nullable())
-  .refine((m) => Object.keys(m).length <= 500, 'at most 500 columns');
 
 interface ReceivedFile {
   name: string | null;
@@ -135,6 +151,46 @@ function badField(field: string, message: string): HttpError {
   return new HttpError(400, `${field}: ${message}`, { fields: { [field]: [message] } });
 }
 
+/**
+ * `raw` (JSON text or a parsed value) checked as a mapping for `domain`; a problem is a 400 naming
+ * `param` and, for a field spec, the field (`column_map.category`).
+ */
+export function mappingOrBadRequest(ctx: PlatformContext, domain: Domain, raw: unknown, param: string): Mapping {
+  let json = raw;
+  if (typeof raw === 'string') {
+    try {
+      json = JSON.parse(raw);
+    } catch {
+      throw badField(param, 'is not JSON: expected an object of file header → schema field name (or null), or schema field name → field spec');
+    }
+  }
+  try {
+    return parseMapping(ctx.network, domain, json);
+  } catch (err) {
+    if (!(err instanceof MappingError)) throw err;
+    throw badField(err.field === null ? param : `${param}.${err.field}`, err.message);
+  }
+}
+
+/** The saved mapping `mappingId` (newest version, or `rawVersion`) for an upload of `domain`; 400 naming mapping_id when unusable. */
+async function savedMappingFor(ctx: PlatformContext, aggregatorId: string, domain: Domain, mappingId: string, rawVersion: string | undefined) {
+  if (!UUID.test(mappingId)) throw badField('mapping_id', 'must be the id of a saved mapping (a UUID)');
+  let version: number | undefined;
+  if (rawVersion !== undefined && rawVersion.trim() !== '') {
+    version = Number(rawVersion);
+    if (!Number.isInteger(version) || version < 1) throw badField('mapping_version', 'must be a version number (1, 2, …)');
+  }
+  const saved = await getSavedMapping(ctx.pool, aggregatorId, mappingId.toLowerCase(), version);
+  if (!saved) throw badField(version ? 'mapping_version' : 'mapping_id', `no saved mapping ${mappingId}${version ? ` version ${version}` : ''}`);
+  if (saved.retired_at) throw badField('mapping_id', `the saved mapping ${saved.name} (${mappingId}) is retired`);
+  if (saved.participant_type !== domain.name) {
+    throw badField('mapping_id', `the saved mapping ${saved.name} is for ${saved.participant_type} participants, not ${domain.name}`);
+  }
+  // Checked again: the schema may have changed since the mapping was saved.
+  const columnMap = mappingOrBadRequest(ctx, domain, saved.mapping, 'mapping_id');
+  return { columnMap, saved: { id: saved.id, version: saved.version } };
+}
+
 /** Calls `next()` (another route, or the 404 handler) unless the path id can name a job. */
 function uuidParam(req: Request, next: NextFunction): string | undefined {
   const id = String(req.params.id);
@@ -152,7 +208,7 @@ export function bulkUploadRoutes(ctx: PlatformContext): Router {
 
   router.post('/bulk-uploads', requireRole('admin', 'operator'), async (req: Request, res: Response) => {
     if (!req.is('multipart/form-data')) {
-      throw new HttpError(415, 'Content-Type must be multipart/form-data with the fields participant_type, file and optionally column_map');
+      throw new HttpError(415, 'Content-Type must be multipart/form-data with the fields participant_type, file and optionally column_map or mapping_id');
     }
     const caller = callerOf(res);
     const uploadId = randomUUID();
@@ -182,24 +238,15 @@ export function bulkUploadRoutes(ctx: PlatformContext): Router {
       const participantType = form.fields.get('participant_type');
       if (!participantType) throw badField('participant_type', `required: one of ${[...callerOf(res).domains].join(', ')}`);
       const domain = ctx.network.domains.get(participantType)!;
-      let columnMap: Record<string, string | null> | null = null;
+      let columnMap: Mapping | null = null;
+      let saved: { id: string; version: number } | undefined;
       const rawMap = form.fields.get('column_map');
+      const mappingId = form.fields.get('mapping_id')?.trim();
       if (rawMap !== undefined && rawMap.trim() !== '') {
-        const shape = 'must be a JSON object of at most 500 entries: file header → schema field name, or null to ignore the column';
-        let json: unknown;
-        try {
-          json = JSON.parse(rawMap);
-        } catch {
-          throw badField('column_map', shape);
-        }
-        const parsed = columnMapSchema.safeParse(json);
-        if (!parsed.success) throw badField('column_map', shape);
-        columnMap = parsed.data;
-        const fields = new Set(domain.fields.map((f) => f.name));
-        const unknown = Object.entries(columnMap).filter(([, f]) => f !== null && !fields.has(f));
-        if (unknown.length) {
-          throw badField('column_map', `unknown ${domain.name} fields ${unknown.map(([h, f]) => `${JSON.stringify(f)} (for ${JSON.stringify(h)})`).join(', ')}; fields are ${[...fields].join(', ')}`);
-        }
+        if (mappingId) throw badField('mapping_id', 'give either column_map or mapping_id, not both');
+        columnMap = mappingOrBadRequest(ctx, domain, rawMap, 'column_map');
+      } else if (mappingId) {
+        ({ columnMap, saved } = await savedMappingFor(ctx, caller.aggregatorId, domain, mappingId, form.fields.get('mapping_version')));
       }
       const file = form.file;
       if (!file) throw badField('file', 'required: the CSV or XLSX table to onboard');
@@ -211,7 +258,7 @@ export function bulkUploadRoutes(ctx: PlatformContext): Router {
       if (!format) throw new HttpError(415, `file: ${unsupportedFileMessage(file.head)}`, { fields: { file: ['unsupported file type'] } });
       const job = await createBulkUpload(ctx.pool, {
         uploadId, aggregatorId: caller.aggregatorId, orgId: caller.orgId, domain, createdBy: caller.subject,
-        fileName: file.name, format, sizeBytes: file.size, fileObjectKey: key, columnMap,
+        fileName: file.name, format, sizeBytes: file.size, fileObjectKey: key, columnMap, mapping: saved,
       });
       res.status(201).location(`/v1/bulk-uploads/${uploadId}`).json(job);
     } catch (err) {
@@ -245,6 +292,64 @@ export function bulkUploadRoutes(ctx: PlatformContext): Router {
       throw new HttpError(409, `Bulk upload ${id} failed (${started.job.status_reason}); upload the corrected file as a new bulk upload`, { code: 'bulk_upload_failed' });
     }
     res.json(started.job);
+  });
+
+  router.post('/bulk-uploads/:id/match', async (req, res, next) => {
+    const id = uuidParam(req, next);
+    if (!id) return;
+    const job = await loadBulkUpload(ctx.pool, id);
+    if (!job || job.aggregator_id !== callerOf(res).aggregatorId) throw new HttpError(404, `No bulk upload ${id}`);
+    const domain = ctx.network.domains.get(job.participant_type)!;
+    let table;
+    try {
+      table = await openTable(() => ctx.storage.get(job.file_object_key), job.file_format);
+    } catch (err) {
+      if (err instanceof TableFormatError) throw new HttpError(422, `The file cannot be read: ${err.message}`, { code: 'unreadable_file' });
+      throw err;
+    }
+    const sample: string[][] = [];
+    try {
+      for await (const row of table.rows) {
+        sample.push(row.values);
+        if (sample.length === MATCH_SAMPLE_ROWS) break;
+      }
+    } catch (err) {
+      // A malformed row later on does not spoil the suggestions from the rows before it.
+      if (!(err instanceof TableFormatError)) throw err;
+    } finally {
+      table.close();
+    }
+    res.json({ upload_id: id, participant_type: domain.name, headers: table.headers, ...suggestMapping(ctx.network, domain, table.headers, sample, job.column_map) });
+  });
+
+  router.post('/bulk-uploads/:id/preview', requireRole('admin', 'operator'), async (req, res, next) => {
+    const id = uuidParam(req, next);
+    if (!id) return;
+    const { rows } = parse(previewBody, req.body ?? {});
+    const caller = callerOf(res);
+    const job = await getBulkUpload(ctx.pool, caller.aggregatorId, id);
+    if (!job) throw new HttpError(404, `No bulk upload ${id}`);
+    if (job.status !== 'pending') {
+      throw new HttpError(409, `Bulk upload ${id} is ${job.status}; a dry run is for a pending job (before start)`, { code: 'bulk_upload_not_pending' });
+    }
+    let preview: PreviewJson = await createPreview(ctx.pool, id, rows, caller.subject);
+    // A bounded wait: small previews answer at once, larger ones (or a busy worker) are polled.
+    const deadline = Date.now() + ctx.config.BULK_PREVIEW_WAIT_MS;
+    while (preview.status === 'pending' && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, PREVIEW_POLL_MS));
+      preview = (await getPreview(ctx.pool, id, preview.preview_id))!;
+    }
+    res.status(preview.status === 'pending' ? 202 : 200).location(`/v1/bulk-uploads/${id}/previews/${preview.preview_id}`).json(preview);
+  });
+
+  router.get('/bulk-uploads/:id/previews/:previewId', async (req, res, next) => {
+    const id = uuidParam(req, next);
+    if (!id) return;
+    const previewId = String(req.params.previewId);
+    const job = UUID.test(previewId) ? await getBulkUpload(ctx.pool, callerOf(res).aggregatorId, id) : null;
+    const preview = job ? await getPreview(ctx.pool, id, previewId.toLowerCase()) : null;
+    if (!preview) throw new HttpError(404, `No preview ${previewId} of bulk upload ${id}`);
+    res.json(preview);
   });
 
   router.get('/bulk-uploads/:id/errors', async (req, res, next) => {

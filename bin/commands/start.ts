@@ -37,7 +37,8 @@ export async function runPlatform(parts: PlatformParts, owner: boolean): Promise
   const db = await openDatabase(config, logger, { owner });
   let platform;
   try {
-    platform = await startPlatform(config, logger, db.url, parts);
+    // Everything in one process: the worker on its own thread, off the services' event loop (issue 17).
+    platform = await startPlatform(config, logger, db.url, owner && parts.worker && parts.services.length ? { ...parts, worker: 'thread' } : parts);
   } catch (err) {
     await db.release().catch(() => {});
     throw err;
@@ -46,7 +47,7 @@ export async function runPlatform(parts: PlatformParts, owner: boolean): Promise
     await writeInstance(config.dataDirPath, { pid: process.pid, database_url: db.url, urls: platform.ctx.urls, started_at: new Date().toISOString() });
   }
   for (const s of platform.services) process.stdout.write(`${s.name.padEnd(10)} ${s.url}\n`);
-  if (platform.worker) process.stdout.write(`worker     running (concurrency ${config.WORKER_CONCURRENCY})\n`);
+  if (platform.worker || platform.workerThread) process.stdout.write(`worker     running (concurrency ${config.WORKER_CONCURRENCY})\n`);
   logger.info({ ms: Date.now() - started, database: db.embedded ? `embedded (${db.embedded.dataDir})` : 'DATABASE_URL' }, 'platform started');
 
   let stopping = false;

@@ -1,5 +1,5 @@
 /**
- * `ldp upload FILE --type provider [--column-map map.json] [--wait]`: onboards a CSV or XLSX file
+ * `ldp upload FILE --type provider [--column-map map.json | --mapping ID] [--wait]`: onboards a CSV or XLSX file
  * through the aggregator HTTP API of a running instance — creates the bulk upload
  * (`POST /v1/bulk-uploads`, the file streamed from disk), starts it with the operator's
  * attestation, and with `--wait` follows its progress until it ends.
@@ -16,6 +16,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import cliProgress from 'cli-progress';
 import { findAggregator } from '../../lib/aggregator/aggregators.ts';
+import type { PreviewJson } from '../../lib/aggregator/bulk/preview.ts';
 import type { BulkUploadJson } from '../../lib/aggregator/bulk/upload-jobs.ts';
 import { serviceUrls } from '../../lib/platform/config.ts';
 import { readInstance } from '../../lib/platform/instance.ts';
@@ -24,6 +25,8 @@ import { CliError, cliConfig, withPlatformContext } from '../command-context.ts'
 export interface UploadOptions {
   type: string;
   columnMap?: string;
+  /** Id of a saved mapping (instead of --column-map). */
+  mapping?: string;
   wait?: boolean;
   attest?: boolean;
   token?: string;
@@ -32,11 +35,15 @@ export interface UploadOptions {
   errorsOut?: string;
   /** Milliseconds between progress polls. */
   interval?: string;
+  /** Dry run: create the job, preview its first `rows` rows, print their outcomes; the job stays pending. */
+  dryRun?: boolean;
+  rows?: string;
 }
 
 const TERMINAL = new Set(['completed', 'failed']);
 
-async function aggregatorUrl(opts: UploadOptions): Promise<string> {
+/** Base URL of the aggregator API (see the module comment). */
+export async function aggregatorUrl(opts: { url?: string }): Promise<string> {
   if (opts.url) return opts.url;
   if (process.env.AGGREGATOR_URL) return process.env.AGGREGATOR_URL;
   const { config } = cliConfig();
@@ -44,7 +51,8 @@ async function aggregatorUrl(opts: UploadOptions): Promise<string> {
   return instance?.urls.aggregator ?? serviceUrls(config).aggregator;
 }
 
-async function bearerToken(opts: UploadOptions): Promise<string> {
+/** Bearer token for the aggregator API (see the module comment). */
+export async function bearerToken(opts: { token?: string; aggregator?: string }): Promise<string> {
   if (opts.token) return opts.token;
   if (process.env.LDP_TOKEN) return process.env.LDP_TOKEN;
   if (!opts.aggregator) throw new CliError('Give a bearer token with --token or LDP_TOKEN, or --aggregator ID to mint one locally');
@@ -72,7 +80,7 @@ async function attestation(opts: UploadOptions, file: string): Promise<void> {
 }
 
 /** Calls the aggregator API; shape-C errors become CliErrors with their detail. */
-async function call<T>(url: string, token: string, init: RequestInit = {}): Promise<T> {
+export async function call<T>(url: string, token: string, init: RequestInit = {}): Promise<T> {
   let res: Response;
   try {
     res = await fetch(url, { ...init, headers: { authorization: `Bearer ${token}`, ...init.headers } });
@@ -92,6 +100,33 @@ async function call<T>(url: string, token: string, init: RequestInit = {}): Prom
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** `--dry-run`: previews the job's first rows (polling until done) and prints their outcomes as a table. */
+async function dryRun(base: string, token: string, job: BulkUploadJson, opts: UploadOptions): Promise<void> {
+  const rows = Number(opts.rows ?? 200);
+  if (!Number.isInteger(rows) || rows < 1 || rows > 1000) throw new CliError('--rows must be a whole number from 1 to 1000');
+  let preview = await call<PreviewJson>(`${base}/v1/bulk-uploads/${job.upload_id}/preview`, token, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ rows }),
+  });
+  const interval = Math.max(100, Number(opts.interval ?? 500));
+  while (preview.status === 'pending') {
+    await sleep(interval);
+    preview = await call<PreviewJson>(`${base}/v1/bulk-uploads/${job.upload_id}/previews/${preview.preview_id}`, token);
+  }
+  const out: string[] = [`dry run of bulk upload ${job.upload_id} (${job.file_name ?? 'file'}): first ${preview.rows_read} data rows; nothing was written`];
+  if (preview.file_problem) out.push(`the upload would fail: ${preview.file_problem}`);
+  if (preview.ignored_columns?.length) out.push(`ignored columns: ${preview.ignored_columns.join(', ')}`);
+  const table = [['row', 'outcome', 'reasons'], ...(preview.rows ?? []).map((r) => [
+    String(r.row_number), r.outcome, r.errors.map((e) => e.message).join('; '),
+  ])];
+  const widths = [0, 1].map((i) => Math.max(...table.map((r) => r[i].length)));
+  for (const r of table) out.push(`${r[0].padStart(widths[0])}  ${r[1].padEnd(widths[1])}  ${r[2]}`.trimEnd());
+  const c = preview.counts ?? { passed: 0, failed: 0, skipped: 0 };
+  out.push(`would be: ${c.passed} passed, ${c.failed} failed, ${c.skipped} skipped`);
+  out.push(`the job stays pending; start it with: curl -X POST -H "Authorization: Bearer $LDP_TOKEN" -H "content-type: application/json" `
+    + `-d '{"attestation":true}' ${base}/v1/bulk-uploads/${job.upload_id}/start`);
+  process.stdout.write(out.join('\n') + '\n');
+}
+
 /** Runs `ldp upload`. */
 export async function upload(file: string, opts: UploadOptions): Promise<void> {
   const info = await stat(file).catch(() => null);
@@ -107,18 +142,23 @@ export async function upload(file: string, opts: UploadOptions): Promise<void> {
       throw new CliError(`${opts.columnMap} is not JSON: expected an object of file header → field name (or null)`);
     }
   }
-  await attestation(opts, file);
+  if (!opts.dryRun) await attestation(opts, file);
   const base = (await aggregatorUrl(opts)).replace(/\/+$/, '');
   const token = await bearerToken(opts);
 
   const form = new FormData();
   form.set('participant_type', opts.type);
   if (columnMap) form.set('column_map', columnMap);
+  if (opts.mapping) form.set('mapping_id', opts.mapping);
   // A file-backed Blob: fetch streams it from disk.
   form.set('file', await openAsBlob(file), path.basename(file));
   const started = Date.now();
   const created = await call<BulkUploadJson>(`${base}/v1/bulk-uploads`, token, { method: 'POST', body: form });
   const uploadedMs = Date.now() - started;
+  if (opts.dryRun) {
+    await dryRun(base, token, created, opts);
+    return;
+  }
   let job = await call<BulkUploadJson>(`${base}/v1/bulk-uploads/${created.upload_id}/start`, token, {
     method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ attestation: true }),
   });

@@ -76,6 +76,9 @@ export const configSchema = z.object({
   BULK_UPLOAD_MAX_BYTES: byteSize.default(200 * 1000 * 1000),
   /** Rows per bulk-upload chunk: the unit processed (and redone after a crash) in one transaction. */
   BULK_UPLOAD_CHUNK_ROWS: positiveInt.max(50_000).default(5000),
+  // Issue 17 (bulk onboarding II): how long POST /v1/bulk-uploads/{id}/preview waits for the dry
+  // run before answering 202 with the preview to poll (0: never waits).
+  BULK_PREVIEW_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(10_000),
 
   /** Embeddings: `auto` uses transformers when the model loads, else the built-in hashing provider. */
   EMBEDDING_PROVIDER: z.enum(['auto', 'transformers', 'hashing']).default('auto'),

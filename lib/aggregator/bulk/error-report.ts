@@ -12,6 +12,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { stringify } from 'csv-stringify';
 import type { Queryable } from '../../platform/db.ts';
+import type { Mapping } from './mapping.ts';
 import type { FieldError } from './row-coercion.ts';
 
 /** Columns the report adds before the file's own columns. */
@@ -31,7 +32,7 @@ export function protectCell(value: string): string {
  * uploaded again: each REPORT_COLUMNS header present in `headers` maps to null, unless the
  * operator's map says otherwise or the domain has a field of that name.
  */
-export function withReportColumnsIgnored(headers: string[], columnMap: Record<string, string | null> | null, fieldNames: Set<string>): Record<string, string | null> | undefined {
+export function withReportColumnsIgnored(headers: string[], columnMap: Mapping | null, fieldNames: Set<string>): Mapping | undefined {
   const extra = REPORT_COLUMNS.filter((c) => headers.includes(c) && !fieldNames.has(c) && !(columnMap && c in columnMap));
   if (extra.length === 0) return columnMap ?? undefined;
   return { ...Object.fromEntries(extra.map((c) => [c, null])), ...columnMap };

@@ -19,7 +19,8 @@
 import type { ErrorObject } from 'ajv';
 import { parsePhoneNumberFromString, type CountryCode } from 'libphonenumber-js/max';
 import type { Domain, FieldInfo, FieldKind, Network } from '../../network/config.ts';
-import { normalizeHeader, type ColumnMapping } from './header-match.ts';
+import { normalizeHeader, type ColumnMapping, type DerivedField } from './header-match.ts';
+import { DEFAULT_JOIN, mapKey } from './mapping.ts';
 import { columnLetter } from './table.ts';
 
 export interface FieldError {
@@ -41,10 +42,11 @@ export interface CoercedParticipant {
 export type RowOutcome = { ok: true; participant: CoercedParticipant } | { ok: false; errors: FieldError[] };
 
 /** A value that could not be coerced, with the message saying why. */
-class Bad {
+export class Bad {
   constructor(readonly message: string) {}
 }
-type Converter = (raw: string) => unknown;
+/** Raw trimmed text → typed value, undefined (empty), or Bad. */
+export type Converter = (raw: string) => unknown;
 
 const PLAIN_NUMBER = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
 const GROUPED_NUMBER = /^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$/;
@@ -67,7 +69,12 @@ export function createRowCoercer(network: Network, domain: Domain, mapping: Colu
   const columns = mapping.columns.map(({ index, field: name }) => {
     const field = fields.get(name);
     if (!field) throw new Error(`column mapping names "${name}", which is not a field of ${domain.name}`);
-    return { index, name, convert: converter(network, field) };
+    return { index, name, convert: fieldConverter(network, field) };
+  });
+  const derived = (mapping.derived ?? []).map((d) => {
+    const field = fields.get(d.field);
+    if (!field) throw new Error(`mapping names "${d.field}", which is not a field of ${domain.name}`);
+    return { name: d.field, read: derivedReader(network, field, d) };
   });
   const unnamed = mapping.unnamed ?? [];
   const width = mapping.width ?? Infinity;
@@ -90,6 +97,11 @@ export function createRowCoercer(network: Network, domain: Domain, mapping: Colu
       const value = column.convert(raw);
       if (value instanceof Bad) (errors ??= []).push({ field: column.name, message: value.message });
       else if (value !== undefined) profile[column.name] = value;
+    }
+    for (let d = 0; d < derived.length; d++) {
+      const value = derived[d].read(values);
+      if (value instanceof Bad) (errors ??= []).push({ field: derived[d].name, message: value.message });
+      else if (value !== undefined) profile[derived[d].name] = value;
     }
     for (let i = 0; i < unnamed.length; i++) {
       if (values[unnamed[i]]) (errors ??= []).push(strayCell(unnamed[i], values[unnamed[i]]));
@@ -116,26 +128,100 @@ export function createRowCoercer(network: Network, domain: Domain, mapping: Colu
   };
 }
 
-/** The converter of one field: raw trimmed text → typed value, or Bad. */
-function converter(network: Network, field: FieldInfo): Converter {
-  if (field.identity === 'phone') return phoneConverter(field, network.defaultPhoneRegion as CountryCode);
-  if (field.identity === 'email') return (raw) => raw.toLowerCase();
-  if (field.kind !== 'array') return scalarConverter(field.name, field.kind, field.enum);
-  const item = scalarConverter(field.name, field.itemKind ?? 'string', field.enum);
-  const delimiter = network.csvArrayDelimiter;
+/**
+ * The converter of one field (the rules in the module comment): raw trimmed text → typed value,
+ * undefined (nothing), or Bad. Options: `item` gives an array field's item converter; `delimiter`
+ * splits an array field on another string than the network's; `mapItem` translates each value
+ * (each item of an array) first — null drops it, Bad fails it.
+ */
+export function fieldConverter(network: Network, field: FieldInfo,
+  options: { item?: boolean; delimiter?: string; mapItem?: (raw: string) => string | null | Bad } = {}): Converter {
+  const { mapItem } = options;
+  let scalar: Converter;
+  if (field.identity === 'phone') scalar = phoneConverter(field, network.defaultPhoneRegion as CountryCode);
+  else if (field.identity === 'email') scalar = (raw) => raw.toLowerCase();
+  else scalar = scalarConverter(field.name, field.kind === 'array' ? field.itemKind ?? 'string' : field.kind, field.enum);
+  if (field.kind !== 'array' || options.item) {
+    if (!mapItem) return scalar;
+    return (raw) => {
+      const mapped = mapItem(raw);
+      return mapped === null ? undefined : mapped instanceof Bad ? mapped : scalar(mapped);
+    };
+  }
+  const delimiter = options.delimiter ?? network.csvArrayDelimiter;
   return (raw) => {
     const items: unknown[] = [];
     const bad: string[] = [];
     for (const part of raw.split(delimiter)) {
-      const text = part.trim();
+      let text: string | null | Bad = part.trim();
       if (text === '') continue;
-      const value = item(text);
+      if (mapItem) {
+        text = mapItem(text);
+        if (text === null) continue;
+        if (text instanceof Bad) {
+          bad.push(text.message);
+          continue;
+        }
+      }
+      const value = scalar(text);
       if (value instanceof Bad) bad.push(value.message);
       else items.push(value);
     }
     if (bad.length > 0) return new Bad(bad.join('; '));
     return items.length > 0 ? items : undefined;
   };
+}
+
+/** Reads a field given by a field spec (lib/aggregator/bulk/mapping.ts) from a row's values. */
+function derivedReader(network: Network, field: FieldInfo, derived: DerivedField): (values: string[]) => unknown {
+  const { spec, indexes } = derived;
+  if (spec.value !== undefined) {
+    const constant = constantValue(network, field, spec.value);
+    if (constant instanceof Bad) throw new Error(`the constant of ${field.name} is not valid: ${constant.message}`);
+    return () => constant;
+  }
+  let mapItem: ((raw: string) => string | null | Bad) | undefined;
+  if (spec.map) {
+    const map = new Map(Object.entries(spec.map).map(([from, to]) => [mapKey(from), to]));
+    const fallback = spec.default;
+    const source = derived.headers.length === 1 ? `column ${derived.headers[0]}` : `columns ${derived.headers.join(', ')}`;
+    const mapped = list(Object.keys(spec.map).map((k) => JSON.stringify(k)));
+    mapItem = (raw) => {
+      const to = map.get(mapKey(raw));
+      if (to !== undefined) return to;
+      if (fallback !== undefined) return fallback;
+      return new Bad(`${field.name} has no mapping for the value ${shown(raw)} of ${source}; mapped values are ${mapped}`);
+    };
+  }
+  const convert = fieldConverter(network, field, { delimiter: spec.split, mapItem });
+  if (indexes.length === 1) {
+    const index = indexes[0];
+    return (values) => {
+      const raw = values[index];
+      return raw === undefined || raw === '' ? undefined : convert(raw);
+    };
+  }
+  const join = spec.join ?? DEFAULT_JOIN;
+  return (values) => {
+    const parts: string[] = [];
+    for (const index of indexes) if (values[index]) parts.push(values[index]);
+    return parts.length === 0 ? undefined : convert(parts.join(join));
+  };
+}
+
+/** A spec's constant, typed for `field`: strings (and array items) go through the field's converter. */
+export function constantValue(network: Network, field: FieldInfo, value: unknown): unknown {
+  if (field.kind === 'array' && Array.isArray(value)) {
+    const item = fieldConverter(network, field, { item: true });
+    const items = value.map((v) => item(String(v)));
+    const bad = items.find((v): v is Bad => v instanceof Bad);
+    return bad ?? items;
+  }
+  return fieldConverter(network, field)(String(value).trim());
+}
+
+function list(items: string[]): string {
+  return items.length > 20 ? `${items.slice(0, 20).join(', ')}, … (${items.length} in all)` : items.join(', ');
 }
 
 function scalarConverter(name: string, kind: Exclude<FieldKind, 'array'>, allowed: (string | number)[] | undefined): Converter {

@@ -9,6 +9,7 @@ import type { Pool, PoolClient, Queryable } from '../../platform/db.ts';
 import { withTransaction } from '../../platform/db.ts';
 import { enqueue } from '../../platform/jobs.ts';
 import type { Domain } from '../../network/config.ts';
+import type { Mapping } from './mapping.ts';
 import type { TableFormat } from './table.ts';
 
 export const BULK_UPLOAD_STATUSES = ['pending', 'running', 'completed', 'failed'] as const;
@@ -48,7 +49,10 @@ export interface BulkUploadJson {
   file_name: string | null;
   file_format: TableFormat;
   file_size_bytes: number;
-  column_map: Record<string, string | null> | null;
+  column_map: Mapping | null;
+  /** The saved mapping the job was created with (its column_map is that version's mapping). */
+  mapping_id: string | null;
+  mapping_version: number | null;
   created_by: string;
   attested_by: string | null;
   attested_at: string | null;
@@ -75,7 +79,7 @@ const iso = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-
 
 const JSON_COLUMNS = `upload_id, status, status_reason, participant_type, total_rows, passed, failed, skipped,
   errors_csv_object_key, schema_id, schema_version, ${iso('created_at')}, ${iso('completed_at')}, file_name, file_format,
-  file_size_bytes, column_map, created_by, attested_by, ${iso('attested_at')}, ${iso('started_at')}, encoding, sheet,
+  file_size_bytes, column_map, mapping_id, mapping_version, created_by, attested_by, ${iso('attested_at')}, ${iso('started_at')}, encoding, sheet,
   passed + failed + skipped AS processed_rows, ${iso('updated_at')}`;
 
 const RECORD_COLUMNS = `${JSON_COLUMNS}, aggregator_id, org_id, file_object_key, headers, ${iso('staged_at')}, chunk_count, chunks_done`;
@@ -106,16 +110,18 @@ export async function createBulkUpload(db: Queryable, input: {
   format: TableFormat;
   sizeBytes: number;
   fileObjectKey: string;
-  columnMap: Record<string, string | null> | null;
+  columnMap: Mapping | null;
+  mapping?: { id: string; version: number };
 }): Promise<BulkUploadJson> {
   const { rows } = await db.query<BulkUploadRecord>(
     `INSERT INTO aggregator.bulk_uploads (upload_id, aggregator_id, org_id, participant_type, schema_id, schema_version,
-       file_name, file_format, file_size_bytes, file_object_key, column_map, created_by)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+       file_name, file_format, file_size_bytes, file_object_key, column_map, created_by, mapping_id, mapping_version)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
      RETURNING ${RECORD_COLUMNS}`,
     [input.uploadId, input.aggregatorId, input.orgId, input.domain.name, input.domain.schemaId, input.domain.schemaVersion,
       input.fileName, input.format, input.sizeBytes, input.fileObjectKey,
-      input.columnMap === null ? null : JSON.stringify(input.columnMap), input.createdBy]);
+      input.columnMap === null ? null : JSON.stringify(input.columnMap), input.createdBy,
+      input.mapping?.id ?? null, input.mapping?.version ?? null]);
   return toJson(rows[0]);
 }
 

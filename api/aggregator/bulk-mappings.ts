@@ -1,0 +1,101 @@
+/**
+ * Saved bulk-upload mappings of the caller's aggregator (issue 17; docs/decisions.md "Bulk
+ * onboarding II"; lib/aggregator/bulk/saved-mappings.ts). Mounted before the bulk-upload routes,
+ * so that `/v1/bulk-uploads/mappings` is never taken for an upload id.
+ *
+ * - `POST   /v1/bulk-uploads/mappings`          {name, participant_type, mapping} → 201 {id, version, …}
+ * - `GET    /v1/bulk-uploads/mappings`          `{mappings: [...]}`: the newest version of each mapping not retired (`?participant_type=`)
+ * - `GET    /v1/bulk-uploads/mappings/{id}`     the newest version (`?version=N` for another), retired ones too
+ * - `PUT    /v1/bulk-uploads/mappings/{id}`     {name?, mapping} → 200 the new version (409 when retired)
+ * - `DELETE /v1/bulk-uploads/mappings/{id}`     retires it → 204
+ */
+import { Router, type Response } from 'express';
+import { z } from 'zod';
+import {
+  createSavedMapping, getSavedMapping, listSavedMappings, retireSavedMapping, updateSavedMapping,
+} from '../../lib/aggregator/bulk/saved-mappings.ts';
+import type { PlatformContext } from '../../lib/context.ts';
+import type { Domain } from '../../lib/network/config.ts';
+import { assertDomainAllowed, callerOf, requireRole } from '../http/auth.ts';
+import { HttpError } from '../http/errors.ts';
+import { parse } from '../http/validation.ts';
+import { mappingOrBadRequest } from './bulk-uploads.ts';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const name = z.string().trim().min(1, 'name must not be empty').max(200);
+const createBody = z.object({
+  name,
+  participant_type: z.string().min(1),
+  mapping: z.record(z.string(), z.unknown(), { error: 'mapping must be a JSON object' }),
+});
+const updateBody = z.object({
+  name: name.optional(),
+  mapping: z.record(z.string(), z.unknown(), { error: 'mapping must be a JSON object' }),
+});
+const oneQuery = z.object({ version: z.coerce.number().int().min(1).optional() });
+const listQuery = z.object({ participant_type: z.string().min(1).optional() });
+
+/** The saved-mapping routes (see the module comment), mounted under `/v1` after `bearerAuth`. */
+export function bulkMappingRoutes(ctx: PlatformContext): Router {
+  const router = Router();
+
+  const domainOf = (res: Response, participantType: string): Domain => {
+    const domain = ctx.network.domains.get(participantType);
+    if (!domain) {
+      throw new HttpError(400, `participant_type: must be one of ${[...ctx.network.domains.keys()].join(', ')}`,
+        { fields: { participant_type: [`unknown participant type ${participantType}`] } });
+    }
+    assertDomainAllowed(res, participantType);
+    return domain;
+  };
+  const idOf = (raw: unknown): string => {
+    const id = String(raw);
+    if (!UUID.test(id)) throw new HttpError(404, `No saved mapping ${id}`);
+    return id.toLowerCase();
+  };
+
+  router.post('/bulk-uploads/mappings', requireRole('admin', 'operator'), async (req, res) => {
+    const body = parse(createBody, req.body ?? {});
+    const domain = domainOf(res, body.participant_type);
+    const mapping = mappingOrBadRequest(ctx, domain, body.mapping, 'mapping');
+    const caller = callerOf(res);
+    const saved = await createSavedMapping(ctx.pool, {
+      aggregatorId: caller.aggregatorId, name: body.name, participantType: domain.name, mapping, createdBy: caller.subject,
+    });
+    res.status(201).location(`/v1/bulk-uploads/mappings/${saved.id}`).json(saved);
+  });
+
+  router.get('/bulk-uploads/mappings', async (req, res) => {
+    const query = parse(listQuery, req.query, 'query');
+    res.json({ mappings: await listSavedMappings(ctx.pool, callerOf(res).aggregatorId, query.participant_type) });
+  });
+
+  router.get('/bulk-uploads/mappings/:id', async (req, res) => {
+    const id = idOf(req.params.id);
+    const { version } = parse(oneQuery, req.query, 'query');
+    const saved = await getSavedMapping(ctx.pool, callerOf(res).aggregatorId, id, version);
+    if (!saved) throw new HttpError(404, `No saved mapping ${id}${version ? ` version ${version}` : ''}`);
+    res.json(saved);
+  });
+
+  router.put('/bulk-uploads/mappings/:id', requireRole('admin', 'operator'), async (req, res) => {
+    const id = idOf(req.params.id);
+    const body = parse(updateBody, req.body ?? {});
+    const caller = callerOf(res);
+    const current = await getSavedMapping(ctx.pool, caller.aggregatorId, id);
+    if (!current) throw new HttpError(404, `No saved mapping ${id}`);
+    const mapping = mappingOrBadRequest(ctx, domainOf(res, current.participant_type), body.mapping, 'mapping');
+    const updated = await updateSavedMapping(ctx.pool, caller.aggregatorId, id, { name: body.name ?? current.name, mapping, createdBy: caller.subject });
+    if (updated.outcome === 'not_found') throw new HttpError(404, `No saved mapping ${id}`);
+    if (updated.outcome === 'retired') throw new HttpError(409, `The saved mapping ${id} is retired; save a new one`, { code: 'mapping_retired' });
+    res.json(updated.mapping);
+  });
+
+  router.delete('/bulk-uploads/mappings/:id', requireRole('admin', 'operator'), async (req, res) => {
+    const id = idOf(req.params.id);
+    if (!await retireSavedMapping(ctx.pool, callerOf(res).aggregatorId, id)) throw new HttpError(404, `No saved mapping ${id}`);
+    res.status(204).end();
+  });
+
+  return router;
+}

@@ -1,0 +1,31 @@
+/**
+ * The graphile-worker runner inside a worker thread of `ldp start` (issue 17): the bulk-upload
+ * tasks (CSV parsing, coercion, encryption, JSON) then run on their own event loop and core, not
+ * between the HTTP requests of the services on the main thread — signals' item pushes among them.
+ * The thread builds its own context (pool, keys from DATA_DIR) from the parent's environment,
+ * with the services' final URLs. Messages: parent → `stop`; thread → `ready` | `stopped` | {error}.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { createContext } from '../lib/context.ts';
+import { loadConfig } from '../lib/platform/config.ts';
+import { createLogger } from '../lib/platform/logger.ts';
+import { startWorker } from '../workers/runner.ts';
+
+const { databaseUrl, urls } = workerData as { databaseUrl: string; urls: { signals: string; search: string; aggregator: string } };
+const config = loadConfig();
+const logger = createLogger(config.LOG_LEVEL).child({ thread: 'worker' });
+try {
+  const ctx = await createContext(config, databaseUrl, logger);
+  Object.assign(ctx.urls, urls);
+  const worker = await startWorker(ctx);
+  parentPort!.on('message', async (message) => {
+    if (message !== 'stop') return;
+    await worker.stop();
+    await ctx.close();
+    parentPort!.postMessage('stopped');
+    parentPort!.close();
+  });
+  parentPort!.postMessage('ready');
+} catch (err) {
+  parentPort!.postMessage({ error: (err as Error).stack ?? String(err) });
+}
