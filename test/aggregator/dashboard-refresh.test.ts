@@ -26,7 +26,7 @@ describe('dashboard freshness without a worker', () => {
     const { rows: jobs } = await platform.ctx.pool.query(
       `SELECT j.payload FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks t ON t.id = j.task_id
         WHERE t.identifier = 'aggregator-dashboard-refresh' AND j.key = $1`, [`dashboard:${agg.aggregatorId}`]);
-    expect(jobs).toEqual([{ payload: { aggregator_id: agg.aggregatorId } }]);
+    expect(jobs).toEqual([{ payload: { aggregator_id: agg.aggregatorId, _request_id: none.headers['x-request-id'] } }]);
 
     const computed = await computeDashboard(platform.ctx.pool, platform.ctx.network, agg.aggregatorId);
     await new Promise((resolve) => setTimeout(resolve, 1100)); // past the 1 s TTL

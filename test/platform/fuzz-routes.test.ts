@@ -1,7 +1,7 @@
 /**
  * Every mounted route of every service, fed hostile bodies, queries, path parameters and headers
- * by fast-check: never a 500, and every 4xx JSON answer is in the service's error shape (spec
- * "Errors": A on search and signals, B on signup, C on the aggregator — whose public registration
+ * by fast-check: never a 500 (503 only as a designed answer), and every error answer of an API path
+ * is in the service's error shape (spec "Errors": A on search and signals, B on signup, C on the aggregator — whose public registration
  * may answer its own `outcome` body). Routes are read from the running apps, so new routes are
  * fuzzed without being listed here. A fixed seed and a modest run count per route in `npm test`;
  * `npm run fuzz` runs many more (FUZZ_RUNS, FUZZ_SEED).
@@ -96,8 +96,9 @@ describe.each(['signals', 'search', 'aggregator'] as ServiceName[])('fuzzing eve
         async (params, query, body, headers) => {
           const res = await send(service, route, params, query, body, headers);
           const where = `${route.method} ${route.path} → ${res.status} ${res.text.slice(0, 300)}`;
-          // /ready answers 503 by design while no worker runs (none does here).
-          if (!(route.path === '/ready' && res.status === 503)) expect(res.status, where).toBeLessThan(500);
+          // 503 is a designed answer (/ready without a worker; a dashboard still being computed);
+          // any other 5xx is a crash.
+          if (res.status !== 503) expect(res.status, where).toBeLessThan(500);
           if (res.status >= 400 && isApiPath(route.path)) {
             expect(res.headers['content-type'], where).toMatch(/^application\/json/);
             expect(inShape(res.body, SHAPES[service]), where).toBe(true);
