@@ -11,6 +11,9 @@ import { bulkUploadFinish } from '../tasks/bulk-upload-finish.ts';
 import { bulkUploadStage } from '../tasks/bulk-upload-stage.ts';
 import { searchIndexItems } from '../tasks/search-index-items.ts';
 import { RECONCILE_TASK, searchReconcile } from '../tasks/search-reconcile.ts';
+import { DISPATCH_TASK as VOICE_DISPATCH_TASK, EXPORT_TASK as VOICE_EXPORT_TASK } from '../lib/aggregator/voice/jobs.ts';
+import { voiceDispatchChunk } from '../tasks/voice-dispatch-chunk.ts';
+import { voiceExport } from '../tasks/voice-export.ts';
 
 export function createTaskList(ctx: PlatformContext): TaskList {
   return {
@@ -19,5 +22,7 @@ export function createTaskList(ctx: PlatformContext): TaskList {
     [FINISH_TASK]: bulkUploadFinish(ctx),
     [SEARCH_INDEX_TASK]: searchIndexItems(ctx),
     [RECONCILE_TASK]: searchReconcile(ctx),
+    [VOICE_DISPATCH_TASK]: voiceDispatchChunk(ctx),
+    [VOICE_EXPORT_TASK]: voiceExport(ctx),
   };
 }

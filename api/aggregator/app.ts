@@ -8,14 +8,17 @@ import { healthRoutes } from '../http/health.ts';
 import { createServiceApp, finishServiceApp } from '../http/service-app.ts';
 import { bulkUploadRoutes } from './bulk-uploads.ts';
 import { templateRoutes } from './templates.ts';
+import { voiceCallbackRoutes, voiceJsonParsers, voiceRoutes } from './voice.ts';
 
 export function createAggregatorApp(ctx: PlatformContext): Express {
-  const app = createServiceApp(ctx, 'aggregator');
+  const app = createServiceApp(ctx, 'aggregator', { jsonParsers: voiceJsonParsers(ctx) });
   app.use(healthRoutes(ctx, 'aggregator'));
   // Public keys of the built-in issuer, for other services that verify our tokens.
   app.get('/.well-known/jwks.json', (_req, res) => {
     res.json(ctx.tokens.jwks());
   });
+  // Signed by the voice provider, which has no bearer token.
+  app.use(voiceCallbackRoutes(ctx));
   app.use('/v1', bearerAuth(ctx));
   // Before the bulk-upload routes, so that /v1/bulk-uploads/template is not taken for an upload id.
   app.use('/v1', templateRoutes(ctx));
@@ -28,6 +31,7 @@ export function createAggregatorApp(ctx: PlatformContext): Express {
     });
   });
   app.use('/v1', bulkUploadRoutes(ctx));
+  app.use('/v1', voiceRoutes(ctx));
   finishServiceApp(app, 'C');
   return app;
 }

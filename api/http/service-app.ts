@@ -14,8 +14,18 @@ export type ServiceName = 'signals' | 'search' | 'aggregator';
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 
+export const JSON_TYPES = ['application/json', 'application/*+json'];
+
+export interface ServiceAppOptions {
+  /**
+   * JSON body parsers for exact paths that need another one than the default (a larger limit, the
+   * raw body kept for a signature check); every other path gets HTTP_BODY_LIMIT.
+   */
+  jsonParsers?: Record<string, RequestHandler>;
+}
+
 /** Creates the app with the common middleware; add routes, then call `finishServiceApp`. */
-export function createServiceApp(ctx: PlatformContext, service: ServiceName): Express {
+export function createServiceApp(ctx: PlatformContext, service: ServiceName, options: ServiceAppOptions = {}): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('query parser', 'simple');
@@ -31,7 +41,9 @@ export function createServiceApp(ctx: PlatformContext, service: ServiceName): Ex
     customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'info' : 'debug'),
   }));
   app.use(requireKnownContentType);
-  app.use(express.json({ limit: ctx.config.HTTP_BODY_LIMIT, type: ['application/json', 'application/*+json'] }));
+  const json = express.json({ limit: ctx.config.HTTP_BODY_LIMIT, type: JSON_TYPES });
+  const ownParsers = new Map(Object.entries(options.jsonParsers ?? {}));
+  app.use((req, res, next) => (ownParsers.get(req.path) ?? json)(req, res, next));
   return app;
 }
 
