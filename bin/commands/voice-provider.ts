@@ -15,6 +15,15 @@ function share(name: string, value: string): number {
   return n;
 }
 
+function pattern(name: string, value: string | undefined): RegExp | undefined {
+  if (value === undefined) return undefined;
+  try {
+    return new RegExp(value);
+  } catch {
+    throw new CliError(`${name} must be a regular expression, not ${value}`);
+  }
+}
+
 function millis(name: string, value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0) throw new CliError(`${name} must be a whole number of milliseconds, not ${value}`);
@@ -29,6 +38,8 @@ export interface VoiceProviderOptions {
   delay: string;
   latency: string;
   callbacks: boolean;
+  failTo?: string;
+  holdTo?: string;
   log?: string;
 }
 
@@ -43,6 +54,7 @@ export async function voiceProvider(opts: VoiceProviderOptions): Promise<void> {
     port, host: opts.host, secret, log, previousLog: opts.log,
     failureRate: share('--failure-rate', opts.failureRate), rejectRate: share('--reject-rate', opts.rejectRate),
     delayMs: millis('--delay', opts.delay), latencyMs: millis('--latency', opts.latency), callbacks: opts.callbacks,
+    failTo: pattern('--fail-to', opts.failTo), holdTo: pattern('--hold-to', opts.holdTo),
     onProblem: (message) => process.stderr.write(`voice-provider: ${message}\n`),
   }).catch((err: Error) => {
     throw new CliError(`voice provider could not listen on ${opts.host}:${port}: ${err.message}`);

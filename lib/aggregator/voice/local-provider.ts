@@ -4,7 +4,8 @@
  * otherwise), "places" each call once per idempotency key — a key seen before is answered with its
  * first ref, `replayed: true`, and no second call — and, after `delayMs`, calls back the batch's
  * `callback_url` with signed status updates (`failed` for a `failureRate` share of calls, else
- * `sent`), retrying a refused callback with backoff.
+ * `sent`; `failTo` and `holdTo` make chosen numbers fail or never be called back), retrying a
+ * refused callback with backoff.
  *
  * Every call placed and every replay is written to `log` as one JSON line
  * (`{"event":"call"|"replay","idempotency_key","provider_ref","batch_ref","at"}`), so that a
@@ -30,8 +31,12 @@ export interface LocalProviderOptions {
   rejectRate?: number;
   /** Milliseconds between accepting a batch and calling back. */
   delayMs?: number;
-  /** Milliseconds before answering a batch submission. */
+  /** Milliseconds between placing a batch's calls (and logging them) and answering the submission. */
   latencyMs?: number;
+  /** Calls to numbers matching this end `failed` (deterministic failures, for tests). */
+  failTo?: RegExp;
+  /** Calls to numbers matching this are never called back (they stay submitted, for tests). */
+  holdTo?: RegExp;
   /** Call back at all (default true). */
   callbacks?: boolean;
   /** Updates per callback request (default 1000). */
@@ -132,7 +137,6 @@ export async function startLocalVoiceProvider(options: LocalProviderOptions): Pr
         return answer(400, { error: 'invalid_json', message: 'body is not JSON' });
       }
       if (!parsed.success) return answer(400, { error: 'invalid_batch', message: parsed.error.message });
-      if (options.latencyMs) await sleep(options.latencyMs);
       if (Math.random() < (options.rejectRate ?? 0)) return answer(503, { error: 'unavailable', message: 'try again' });
       const batch = parsed.data;
       const batchRef = `vb_${randomUUID()}`;
@@ -151,13 +155,15 @@ export async function startLocalVoiceProvider(options: LocalProviderOptions): Pr
         placed.set(call.idempotency_key, ref);
         calls.push({ idempotency_key: call.idempotency_key, ...ref, replayed: false });
         lines.push(JSON.stringify({ event: 'call', idempotency_key: call.idempotency_key, ...ref, batch_id: batch.batch_id, at }));
-        const failed = Math.random() < (options.failureRate ?? 0);
+        if (options.holdTo?.test(call.to)) continue;
+        const failed = options.failTo?.test(call.to) || Math.random() < (options.failureRate ?? 0);
         updates.push({
           idempotency_key: call.idempotency_key, provider_ref: ref.provider_ref, status: failed ? 'failed' : 'sent',
           ...(failed ? { error_reason: ERROR_REASONS[Math.floor(Math.random() * ERROR_REASONS.length)] } : {}),
         });
       }
       if (lines.length) options.log.write(`${lines.join('\n')}\n`);
+      if (options.latencyMs) await sleep(options.latencyMs);
       answer(200, { batch_ref: batchRef, calls });
       if (updates.length && options.callbacks !== false) {
         const p: Promise<void> = callBack(batch.callback_url, batchRef, updates)
