@@ -135,7 +135,8 @@ describe('GET /v1/campaign/voice/{job_id}', () => {
 
   it('refuses items_limit over 1000 and a cursor it did not give', async () => {
     const created = await createVoiceJob(platform, agg.token, voiceBody(ids));
-    for (const query of [{ items_limit: 1001 }, { items_limit: 0 }, { cursor: 'bogus!' }, { cursor: Buffer.from('x9').toString('base64url') }]) {
+    const queries: Record<string, string | number>[] = [{ items_limit: 1001 }, { items_limit: 0 }, { cursor: 'bogus!' }, { cursor: Buffer.from('x9').toString('base64url') }];
+    for (const query of queries) {
       const res = await getVoiceJob(platform, agg.token, created.body.job_id, query);
       expect(res.status, JSON.stringify(query)).toBe(400);
       expectShapeC(res.body, 'invalid_request');
