@@ -15,7 +15,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -64,6 +64,29 @@ async function rssMb(pid: number): Promise<{ now: number; peak: number }> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
   const kb = (name: string) => Number(new RegExp(`${name}:\\s+(\\d+) kB`).exec(status)![1]);
   return { now: kb('VmRSS') / 1024, peak: kb('VmHWM') / 1024 };
+}
+
+const CLOCK_TICKS = 100; // USER_HZ on Linux
+
+/** CPU seconds of a live process: its own, and its waited-for children's (/proc/PID/stat). */
+async function cpuSeconds(pid: number): Promise<{ own: number; children: number }> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
+  if (!stat) return { own: 0, children: 0 };
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return { own: (Number(f[11]) + Number(f[12])) / CLOCK_TICKS, children: (Number(f[13]) + Number(f[14])) / CLOCK_TICKS };
+}
+
+/** CPU seconds used by PostgreSQL so far: the postmaster, its live and its ended backends. */
+async function postgresCpuSeconds(clusterDir: string): Promise<number> {
+  const postmaster = Number((await readFile(path.join(clusterDir, 'postmaster.pid'), 'utf8')).split('\n')[0]);
+  const { own, children } = await cpuSeconds(postmaster);
+  let live = 0;
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
+    if (stat && Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === postmaster) live += (await cpuSeconds(Number(entry))).own;
+  }
+  return own + children + live;
 }
 
 /** The `p`th percentile (nearest rank) of `values`, in ms with two decimals. */
@@ -128,6 +151,11 @@ async function main(): Promise<void> {
     const auth = { authorization: `Bearer ${token}` };
 
     process.stderr.write(`creating the job (${ITEMS} items) and polling it at ${POLL_RATE} req/s for ${POLL_SECONDS} s…\n`);
+    const cpuOf = async () => ({
+      worker: (await cpuSeconds(worker.pid!)).own, service: (await cpuSeconds(service.child.pid!)).own,
+      provider: (await cpuSeconds(provider.child.pid!)).own, postgres: await postgresCpuSeconds(db.dataDir), bench: process.cpuUsage().user / 1e6,
+    });
+    const cpuBefore = await cpuOf();
     const started = Date.now();
     const created = await fetch(`${base}/v1/campaign/voice`, {
       method: 'POST', headers: { ...auth, 'content-type': 'application/json', 'idempotency-key': randomUUID() },
@@ -163,6 +191,8 @@ async function main(): Promise<void> {
       await sleep(50);
     }
     const workerPeak = (await rssMb(worker.pid!)).peak;
+    const cpuAfter = await cpuOf();
+    const cpu = Object.fromEntries(Object.entries(cpuAfter).map(([k, v]) => [k, Number((v - cpuBefore[k as keyof typeof cpuBefore]).toFixed(1))]));
     const poll = await polling;
     const loadEnd = os.loadavg();
     const { rows: [job] } = await ctx.pool.query('SELECT * FROM aggregator.voice_jobs WHERE job_id = $1', [jobId]);
@@ -181,6 +211,8 @@ async function main(): Promise<void> {
       items_per_second: Math.round(ITEMS / seconds),
       worker_peak_rss_mb: Math.round(workerPeak),
       worker_rss_sampled_max_mb: Math.round(rssSampled),
+      /** CPU seconds each process used from create to all items final (bench: this process, the load generator). */
+      cpu_seconds_until_final: cpu,
       counts: { sent: job.sent, failed: job.failed, skipped_not_owned: job.skipped_not_owned, skipped_no_contact: job.skipped_no_contact, duplicate_active: job.duplicate_active },
       provider_calls: keys.length, provider_distinct_keys: new Set(keys).size,
       poll: {

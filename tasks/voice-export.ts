@@ -34,14 +34,11 @@ export function voiceExport(ctx: PlatformContext): Task {
     let rows = 0;
     async function* records() {
       yield [...EXPORT_COLUMNS];
-      for (let after = -1; ;) {
-        const page = await resolvedContacts(ctx.pool, jobId, after, PAGE);
-        if (page.length === 0) return;
-        for (const r of page) {
+      for (let first = 0; first < job!.total; first += PAGE) {
+        for (const r of await resolvedContacts(ctx.pool, jobId, first, first + PAGE - 1)) {
           rows++;
           yield [r.item_id, r.domain, dec(r.name_encrypted), dec(r.phone_encrypted), dec(r.email_encrypted)].map(protectCell);
         }
-        after = page[page.length - 1].seq;
       }
     }
     const csv = stringify({ record_delimiter: 'windows', bom: true });

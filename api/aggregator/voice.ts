@@ -18,7 +18,7 @@ import express, { Router, type NextFunction, type Request, type RequestHandler, 
 import { z } from 'zod';
 import { applyCallbacks } from '../../lib/aggregator/voice/dispatch.ts';
 import {
-  createVoiceJob, listVoiceJobs, loadVoiceJob, requestHash, toJobJson, voiceItemsPage, VOICE_CHANNELS,
+  createVoiceJob, listVoiceJobs, loadVoiceJob, pollVoiceJob, requestHash, toJobJson, VOICE_CHANNELS,
 } from '../../lib/aggregator/voice/jobs.ts';
 import { providerCallbackSchema } from '../../lib/aggregator/voice/protocol.ts';
 import { voiceProviderSecret } from '../../lib/aggregator/voice/provider.ts';
@@ -75,12 +75,16 @@ function decodeCursor(cursor: string): number {
   return Number(match[1]);
 }
 
-/** Does If-None-Match (RFC 9110 §13.1.2: `*` or a list of tags, weak comparison) match `etag`? */
-function noneMatch(header: string | undefined, etag: string): boolean {
-  if (!header) return false;
-  if (header.trim() === '*') return true;
-  const opaque = etag.replace(/^W\//, '');
-  return header.split(',').some((tag) => tag.trim().replace(/^W\//, '') === opaque);
+/**
+ * The job versions named by an If-None-Match header (RFC 9110 §13.1.2: a list of entity tags,
+ * compared weakly, so `W/"7"` names version 7 too); `*` is handled by the caller.
+ */
+function taggedVersions(header: string | undefined): string[] {
+  if (!header) return [];
+  return header.split(',').flatMap((tag) => {
+    const match = /^(?:W\/)?"(\d{1,19})"$/.exec(tag.trim());
+    return match ? [match[1]] : [];
+  });
 }
 
 function jobIdParam(req: Request, next: NextFunction): string | undefined {
@@ -160,22 +164,25 @@ export function voiceRoutes(ctx: PlatformContext): Router {
     if (!id) return;
     const query = parse(jobQuery, req.query, 'query');
     const afterSeq = query.cursor === undefined ? -1 : decodeCursor(query.cursor);
-    const job = await loadVoiceJob(ctx.pool, id);
-    if (!job) throw new HttpError(404, `No voice job ${id}`);
+    const ifNoneMatch = req.header('if-none-match');
+    const polled = await pollVoiceJob(ctx.pool, id, {
+      orgId: callerOf(res).orgId, afterSeq, limit: query.items_limit, knownVersions: taggedVersions(ifNoneMatch),
+    });
+    if (!polled) throw new HttpError(404, `No voice job ${id}`);
+    const { job } = polled;
     if (job.org_id !== callerOf(res).orgId) throw new HttpError(403, `Voice job ${id} belongs to another organisation`, { code: 'forbidden' });
     if (job.channel !== 'voice') {
       throw new HttpError(403, `Job ${id} is an ${job.channel} job, not a voice job; its CSV is at /v1/campaign/exports/${id}`, { code: 'wrong_channel' });
     }
     // The version grows with every change of the job or its items; the URL carries the page.
-    const etag = `"${job.version}"`;
-    res.set({ etag, 'cache-control': 'private, no-cache' });
-    if (noneMatch(req.header('if-none-match'), etag)) {
+    res.set({ etag: `"${job.version}"`, 'cache-control': 'private, no-cache' });
+    if (polled.items === null || ifNoneMatch?.trim() === '*') {
       res.status(304).end();
       return;
     }
-    const { items, nextSeq } = await voiceItemsPage(ctx.pool, id, afterSeq, query.items_limit);
     res.json({
-      ...toJobJson(job), items, items_limit: query.items_limit, items_next_cursor: nextSeq === null ? null : encodeCursor(nextSeq),
+      ...toJobJson(job), items: polled.items, items_limit: query.items_limit,
+      items_next_cursor: polled.nextSeq === null ? null : encodeCursor(polled.nextSeq),
     });
   });
 

@@ -210,12 +210,12 @@ export interface ExportRow {
   email_encrypted: string | null;
 }
 
-/** Resolved items of `jobId` after position `afterSeq`, at most `limit`, in order. */
-export async function resolvedContacts(db: Queryable, jobId: string, afterSeq: number, limit: number): Promise<ExportRow[]> {
+/** Resolved items of `jobId` with `firstSeq <= seq <= lastSeq`, in order (a range of the (job_id, seq) index). */
+export async function resolvedContacts(db: Queryable, jobId: string, firstSeq: number, lastSeq: number): Promise<ExportRow[]> {
   const { rows } = await db.query<ExportRow>(
     `SELECT i.seq, i.item_id, p.domain, p.name_encrypted, p.phone_encrypted, p.email_encrypted
        FROM aggregator.voice_job_items i JOIN aggregator.participants p ON p.participant_id = i.item_id
-      WHERE i.job_id = $1 AND i.status = 'resolved' AND i.seq > $2 ORDER BY i.seq LIMIT $3`, [jobId, afterSeq, limit]);
+      WHERE i.job_id = $1 AND i.seq BETWEEN $2 AND $3 AND i.status = 'resolved' ORDER BY i.seq`, [jobId, firstSeq, lastSeq]);
   return rows;
 }
 

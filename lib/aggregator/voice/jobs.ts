@@ -204,23 +204,37 @@ export async function createVoiceJob(pool: Pool, input: CreateVoiceJobInput): Pr
   });
 }
 
+export interface PolledJob {
+  job: VoiceJobRecord;
+  /** Null when the job is not the caller's voice job, or is at a version the caller has. */
+  items: VoiceItemJson[] | null;
+  nextSeq: number | null;
+}
+
 /**
- * Items of job `jobId` in the order given at creation, after position `afterSeq` (-1: from the
- * start), at most `limit`; `nextSeq` is the position to continue after, or null at the end.
- * Served by the (job_id, seq) index whatever the job's size.
+ * A job and, in the same statement (one round trip, one snapshot), one page of its items — only
+ * when it is a voice job of organisation `orgId` whose version is not among `knownVersions` (the
+ * caller's If-None-Match). Page: items after position `afterSeq`, at most `limit`, in order. Item
+ * positions are dense (0..total-1), so a page is a range of the (job_id, seq) index: its cost does
+ * not depend on the job's size, nor on the planner's statistics of a freshly written job.
  */
-export async function voiceItemsPage(db: Queryable, jobId: string, afterSeq: number, limit: number): Promise<{ items: VoiceItemJson[]; nextSeq: number | null }> {
-  const { rows } = await db.query<VoiceItemJson & { seq: number }>(
-    `SELECT item_id, status, coalesce(provider_ref, '') AS provider_ref, coalesce(provider_batch_ref, '') AS provider_batch_ref,
-            coalesce(skip_reason, '') AS skip_reason, coalesce(error_reason, '') AS error_reason, seq
-       FROM aggregator.voice_job_items WHERE job_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
-    [jobId, afterSeq, limit + 1]);
-  const more = rows.length > limit;
-  const page = rows.slice(0, limit);
-  return {
-    items: page.map(({ seq: _s, ...item }) => item),
-    nextSeq: more ? page[page.length - 1].seq : null,
-  };
+export async function pollVoiceJob(db: Queryable, jobId: string, options: { orgId: string; afterSeq: number; limit: number; knownVersions: string[] }): Promise<PolledJob | null> {
+  const { rows } = await db.query<VoiceJobRecord & { items: (VoiceItemJson & { seq: number })[] | null }>(
+    `SELECT ${COLUMNS},
+       CASE WHEN j.org_id = $2 AND j.channel = 'voice' AND NOT (j.version::text = ANY($5::text[])) THEN coalesce((
+         SELECT json_agg(json_build_object('item_id', i.item_id, 'status', i.status, 'provider_ref', coalesce(i.provider_ref, ''),
+                  'provider_batch_ref', coalesce(i.provider_batch_ref, ''), 'skip_reason', coalesce(i.skip_reason, ''),
+                  'error_reason', coalesce(i.error_reason, ''), 'seq', i.seq) ORDER BY i.seq)
+           FROM aggregator.voice_job_items i WHERE i.job_id = j.job_id AND i.seq > $3 AND i.seq <= $3 + $4), '[]') END AS items
+       FROM aggregator.voice_jobs j WHERE j.job_id = $1`,
+    [jobId, options.orgId, options.afterSeq, options.limit + 1, options.knownVersions]);
+  const row = rows[0];
+  if (!row) return null;
+  const { items, ...job } = row;
+  if (!items) return { job, items: null, nextSeq: null };
+  const more = items.length > options.limit;
+  const page = items.slice(0, options.limit);
+  return { job, items: page.map(({ seq: _s, ...item }) => item), nextSeq: more ? page[page.length - 1].seq : null };
 }
 
 /** One page of the jobs of organisation `orgId` (both channels), newest first, and how many there are. */
