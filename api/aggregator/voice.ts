@@ -35,6 +35,8 @@ export const VOICE_CALLBACKS_PATH = '/v1/campaign/voice/callbacks';
 /** Largest callback body: 10,000 updates of ~200 bytes. */
 const CALLBACK_MAX_BYTES = 4 * 1024 * 1024;
 const MAX_ITEMS = 100_000;
+/** Callback batches applied at once by one service process. */
+const CALLBACKS_AT_ONCE = 2;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 // RFC 9110 token-ish: visible ASCII, as the Idempotency-Key draft (draft-ietf-httpapi-idempotency-key-header) allows.
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
@@ -113,13 +115,31 @@ export function voiceCallbackRoutes(ctx: PlatformContext): Router {
   const router = Router();
   let secret: Promise<string> | undefined;
   const log = ctx.logger.child({ component: 'voice-callbacks' });
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  const acquire = async () => {
+    if (running < CALLBACKS_AT_ONCE) running++;
+    else await new Promise<void>((resolve) => waiting.push(resolve));
+  };
+  const release = () => {
+    const next = waiting.shift();
+    if (next) next();
+    else running--;
+  };
   router.post(VOICE_CALLBACKS_PATH, async (req, res) => {
     const raw = (req as Request & { rawBody?: Buffer }).rawBody;
     if (!raw || !verifySignature(await (secret ??= voiceProviderSecret(ctx.config)), req.header(SIGNATURE_HEADER), raw)) {
       throw new HttpError(401, `Missing, stale or invalid ${SIGNATURE_HEADER} header: callbacks must be signed with VOICE_PROVIDER_SECRET`, { code: 'invalid_signature' });
     }
     const body = parse(providerCallbackSchema, req.body);
-    res.json(await applyCallbacks(ctx.pool, body.updates, log));
+    // Callbacks of one job serialise on its counters anyway: a few at a time keep the pool's
+    // connections free for the pollers instead of queueing on the job row.
+    await acquire();
+    try {
+      res.json(await applyCallbacks(ctx.pool, body.updates, log));
+    } finally {
+      release();
+    }
   });
   return router;
 }

@@ -1,9 +1,10 @@
 /**
  * The moves of voice-job items (see jobs.ts for the statuses), each in one transaction that also
  * moves the job's counters by the same amounts, so the counters always equal the item rows.
- * Rows are locked in item-id order by every move, so concurrent moves (a chunk recording its
- * submissions while callbacks arrive) wait for each other instead of deadlocking.
- */
+ * Each UPDATE names the status it moves from in its WHERE clause, which PostgreSQL re-checks on
+ * the latest row version when a concurrent move got there first (READ COMMITTED), so the counted
+ * moves are exactly the ones made — without locking rows beforehand (each such lock is a write).
+ * Inputs are sorted by item id, so concurrent moves of the same items lock them in one order. */
 import type { Logger } from '../../platform/logger.ts';
 import type { Pool, PoolClient, Queryable } from '../../platform/db.ts';
 import { withTransaction } from '../../platform/db.ts';
@@ -59,9 +60,7 @@ export async function resolveItems(pool: Pool, job: VoiceJobRecord, firstSeq: nu
       `WITH chunk AS (
          SELECT i.item_id, p.org_id AS owner_org, p.phone_encrypted IS NOT NULL AS has_phone
            FROM aggregator.voice_job_items i LEFT JOIN aggregator.participants p ON p.participant_id = i.item_id
-          WHERE i.job_id = $1 AND i.seq BETWEEN $2 AND $3 AND i.status = 'pending'
-          ORDER BY i.item_id
-            FOR UPDATE OF i),
+          WHERE i.job_id = $1 AND i.seq BETWEEN $2 AND $3 AND i.status = 'pending'),
        decided AS (
          SELECT c.item_id, CASE
              WHEN c.owner_org IS DISTINCT FROM $4::uuid THEN 'skipped_not_owned'
@@ -75,7 +74,7 @@ export async function resolveItems(pool: Pool, job: VoiceJobRecord, firstSeq: nu
        moved AS (
          UPDATE aggregator.voice_job_items i
             SET status = d.status, skip_reason = ($6::jsonb ->> d.status), updated_at = now()
-           FROM decided d WHERE i.job_id = $1 AND i.item_id = d.item_id
+           FROM decided d WHERE i.job_id = $1 AND i.item_id = d.item_id AND i.status = 'pending'
          RETURNING d.status)
        SELECT status, count(*)::int AS n FROM moved GROUP BY status`,
       [job.job_id, firstSeq, lastSeq, job.org_id, job.channel, JSON.stringify(SKIP_REASONS)]);
@@ -115,26 +114,26 @@ export async function submittableItems(db: Queryable, jobId: string, firstSeq: n
 export async function recordSubmitted(pool: Pool, jobId: string, batchRef: string | null, calls: (ProviderCallAnswer & { item_id: string })[],
   failures: { item_id: string; error_reason: string }[] = []): Promise<void> {
   if (calls.length === 0 && failures.length === 0) return;
+  const byItem = (a: { item_id: string }, b: { item_id: string }) => (a.item_id < b.item_id ? -1 : 1);
+  const submitted = JSON.stringify(calls.map((c) => ({ item_id: c.item_id, provider_ref: c.provider_ref, batch_ref: c.batch_ref })).sort(byItem));
   await withTransaction(pool, async (client) => {
-    const { rows } = await client.query<{ old: ItemStatus; new: ItemStatus; n: number }>(
-      `WITH x AS (
-         SELECT * FROM json_to_recordset($2::json) AS x(item_id uuid, provider_ref text, batch_ref text, error_reason text)),
-       locked AS (
-         SELECT i.item_id, i.status AS old FROM aggregator.voice_job_items i JOIN x USING (item_id)
-          WHERE i.job_id = $1 ORDER BY i.item_id FOR UPDATE OF i),
-       moved AS (
-         UPDATE aggregator.voice_job_items i
-            SET status = CASE WHEN l.old <> 'resolved' THEN i.status WHEN x.error_reason IS NULL THEN 'submitted' ELSE 'failed' END,
-                error_reason = CASE WHEN l.old = 'resolved' AND x.error_reason IS NOT NULL THEN x.error_reason ELSE i.error_reason END,
-                provider_ref = coalesce(i.provider_ref, x.provider_ref),
-                provider_batch_ref = coalesce(i.provider_batch_ref, x.batch_ref), updated_at = now()
-           FROM x, locked l WHERE i.job_id = $1 AND i.item_id = x.item_id AND l.item_id = x.item_id
-         RETURNING l.old, i.status AS new)
-       SELECT old, new, count(*)::int AS n FROM moved WHERE old <> new GROUP BY old, new`,
-      [jobId, JSON.stringify([
-        ...calls.map((c) => ({ item_id: c.item_id, provider_ref: c.provider_ref, batch_ref: c.batch_ref, error_reason: null })),
-        ...failures.map((f) => ({ item_id: f.item_id, provider_ref: null, batch_ref: null, error_reason: f.error_reason })),
-      ])]);
+    const { rowCount: moved } = await client.query(
+      `UPDATE aggregator.voice_job_items i SET status = 'submitted', provider_ref = x.provider_ref, provider_batch_ref = x.batch_ref, updated_at = now()
+         FROM json_to_recordset($2::json) AS x(item_id uuid, provider_ref text, batch_ref text)
+        WHERE i.job_id = $1 AND i.item_id = x.item_id AND i.status = 'resolved'`, [jobId, submitted]);
+    // Items a callback moved on before this was recorded keep their status and gain their batch ref.
+    if ((moved ?? 0) < calls.length) {
+      await client.query(
+        `UPDATE aggregator.voice_job_items i SET provider_ref = coalesce(i.provider_ref, x.provider_ref),
+                provider_batch_ref = x.batch_ref, updated_at = now()
+           FROM json_to_recordset($2::json) AS x(item_id uuid, provider_ref text, batch_ref text)
+          WHERE i.job_id = $1 AND i.item_id = x.item_id AND i.status IN ('sent', 'failed') AND i.provider_batch_ref IS NULL`, [jobId, submitted]);
+    }
+    const { rowCount: failedNow } = failures.length === 0 ? { rowCount: 0 } : await client.query(
+      `UPDATE aggregator.voice_job_items i SET status = 'failed', error_reason = x.error_reason, updated_at = now()
+         FROM json_to_recordset($2::json) AS x(item_id uuid, error_reason text)
+        WHERE i.job_id = $1 AND i.item_id = x.item_id AND i.status = 'resolved'`, [jobId, JSON.stringify([...failures].sort(byItem))]);
+    const rows = [{ old: 'resolved' as const, new: 'submitted' as const, n: moved ?? 0 }, { old: 'resolved' as const, new: 'failed' as const, n: failedNow ?? 0 }];
     const replayed = calls.filter((c) => c.replayed).length;
     await moveCounters(client, jobId, deltaOf(rows));
     if (calls.length) {
@@ -173,21 +172,24 @@ export async function applyCallbacks(pool: Pool, updates: CallbackUpdate[], logg
   let accepted = 0;
   const ignoredRefs: string[] = [];
   for (const [jobId, list] of byJob) {
+    list.sort((x, y) => (x.item_id < y.item_id ? -1 : 1));
     const applied = await withTransaction(pool, async (client) => {
-      const { rows } = await client.query<{ old: ItemStatus; new: ItemStatus; item_id: string }>(
-        `WITH u AS (
-           SELECT DISTINCT ON (item_id) * FROM json_to_recordset($2::json) AS x(item_id uuid, provider_ref text, status text, error_reason text)),
-         locked AS (
-           SELECT i.item_id, i.status AS old FROM aggregator.voice_job_items i JOIN u USING (item_id)
-            WHERE i.job_id = $1 AND i.status IN ('resolved', 'submitted') AND (i.provider_ref IS NULL OR i.provider_ref = u.provider_ref)
-            ORDER BY i.item_id FOR UPDATE OF i)
-         UPDATE aggregator.voice_job_items i
-            SET status = u.status, error_reason = u.error_reason, provider_ref = coalesce(i.provider_ref, u.provider_ref), updated_at = now()
-           FROM u, locked l WHERE i.job_id = $1 AND i.item_id = u.item_id AND l.item_id = u.item_id
-         RETURNING l.old, i.status AS new, i.item_id`,
-        [jobId, JSON.stringify(list)]);
-      if (rows.length) await moveCounters(client, jobId, deltaOf(rows.map((r) => ({ ...r, n: 1 }))));
-      return new Set(rows.map((r) => r.item_id));
+      // From resolved first, then from submitted: an item moves resolved → submitted meanwhile at
+      // most, so the second statement still finds it.
+      const moved: { old: ItemStatus; new: ItemStatus; item_id: string }[] = [];
+      for (const from of ['resolved', 'submitted'] as const) {
+        const { rows } = await client.query<{ new: ItemStatus; item_id: string }>(
+          `UPDATE aggregator.voice_job_items i
+              SET status = u.status, error_reason = u.error_reason, provider_ref = coalesce(i.provider_ref, u.provider_ref), updated_at = now()
+             FROM (SELECT DISTINCT ON (item_id) * FROM json_to_recordset($2::json) AS x(item_id uuid, provider_ref text, status text, error_reason text)) u
+            WHERE i.job_id = $1 AND i.item_id = u.item_id AND i.status = $3
+              AND (i.provider_ref IS NULL OR i.provider_ref = u.provider_ref)
+           RETURNING i.status AS new, i.item_id`,
+          [jobId, JSON.stringify(list), from]);
+        moved.push(...rows.map((r) => ({ ...r, old: from })));
+      }
+      if (moved.length) await moveCounters(client, jobId, deltaOf(moved.map((r) => ({ ...r, n: 1 }))));
+      return new Set(moved.map((r) => r.item_id));
     });
     accepted += applied.size;
     for (const u of list) if (!applied.has(u.item_id)) ignoredRefs.push(u.provider_ref);
