@@ -17,7 +17,7 @@
  */
 import type { Task } from 'graphile-worker';
 import type { PlatformContext } from '../lib/context.ts';
-import { recordSubmitted, resolveItems, submittableItems, type SubmittableItem } from '../lib/aggregator/voice/dispatch.ts';
+import { recordSubmitted, refreshItemStatistics, resolveItems, submittableItems, type SubmittableItem } from '../lib/aggregator/voice/dispatch.ts';
 import { loadVoiceJob, type DispatchPayload, type VoiceJobRecord } from '../lib/aggregator/voice/jobs.ts';
 import { callKey, type ProviderCallAnswer } from '../lib/aggregator/voice/protocol.ts';
 import { createVoiceProvider, voiceProviderSecret, type VoiceProvider } from '../lib/aggregator/voice/provider.ts';
@@ -37,6 +37,7 @@ export function voiceDispatchChunk(ctx: PlatformContext): Task {
     const { job_id: jobId, first_seq: firstSeq, last_seq: lastSeq } = payload as DispatchPayload;
     const job = await loadVoiceJob(ctx.pool, jobId);
     if (!job) return;
+    if (firstSeq === 0) await refreshItemStatistics(ctx.pool, job.total);
     await resolveItems(ctx.pool, job, firstSeq, lastSeq);
     if (job.channel !== 'voice') return;
     const items = await submittableItems(ctx.pool, jobId, firstSeq, lastSeq);

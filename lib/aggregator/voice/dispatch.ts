@@ -88,6 +88,18 @@ export async function resolveItems(pool: Pool, job: VoiceJobRecord, firstSeq: nu
   });
 }
 
+/**
+ * Refreshes the planner statistics of voice_job_items (ANALYZE) when they predate a job of `total`
+ * items (never gathered, or the table was estimated smaller than this one job): the item moves look
+ * items up by id among many, which the planner sees as selective only once it knows item ids are
+ * (nearly) unique. Autovacuum keeps them fresh afterwards.
+ */
+export async function refreshItemStatistics(db: Queryable, total: number): Promise<void> {
+  const { rows: [table] } = await db.query<{ reltuples: number }>(
+    `SELECT reltuples::float8 AS reltuples FROM pg_class WHERE oid = 'aggregator.voice_job_items'::regclass`);
+  if (table.reltuples < total) await db.query('ANALYZE aggregator.voice_job_items');
+}
+
 /** A resolved item not yet submitted, with its encrypted phone. */
 export interface SubmittableItem {
   item_id: string;
@@ -115,24 +127,29 @@ export async function recordSubmitted(pool: Pool, jobId: string, batchRef: strin
   failures: { item_id: string; error_reason: string }[] = []): Promise<void> {
   if (calls.length === 0 && failures.length === 0) return;
   const byItem = (a: { item_id: string }, b: { item_id: string }) => (a.item_id < b.item_id ? -1 : 1);
-  const submitted = JSON.stringify(calls.map((c) => ({ item_id: c.item_id, provider_ref: c.provider_ref, batch_ref: c.batch_ref })).sort(byItem));
+  const sorted = [...calls].sort(byItem);
+  const ids = sorted.map((c) => c.item_id);
   await withTransaction(pool, async (client) => {
     const { rowCount: moved } = await client.query(
-      `UPDATE aggregator.voice_job_items i SET status = 'submitted', provider_ref = x.provider_ref, provider_batch_ref = x.batch_ref, updated_at = now()
-         FROM json_to_recordset($2::json) AS x(item_id uuid, provider_ref text, batch_ref text)
-        WHERE i.job_id = $1 AND i.item_id = x.item_id AND i.status = 'resolved'`, [jobId, submitted]);
+      `UPDATE aggregator.voice_job_items i
+          SET status = 'submitted', provider_ref = ($3::text[])[array_position($2::uuid[], i.item_id)],
+              provider_batch_ref = ($4::text[])[array_position($2::uuid[], i.item_id)], updated_at = now()
+        WHERE i.job_id = $1 AND i.item_id = ANY($2::uuid[]) AND i.status = 'resolved'`,
+      [jobId, ids, sorted.map((c) => c.provider_ref), sorted.map((c) => c.batch_ref)]);
     // Items a callback moved on before this was recorded keep their status and gain their batch ref.
     if ((moved ?? 0) < calls.length) {
       await client.query(
-        `UPDATE aggregator.voice_job_items i SET provider_ref = coalesce(i.provider_ref, x.provider_ref),
-                provider_batch_ref = x.batch_ref, updated_at = now()
-           FROM json_to_recordset($2::json) AS x(item_id uuid, provider_ref text, batch_ref text)
-          WHERE i.job_id = $1 AND i.item_id = x.item_id AND i.status IN ('sent', 'failed') AND i.provider_batch_ref IS NULL`, [jobId, submitted]);
+        `UPDATE aggregator.voice_job_items i
+            SET provider_batch_ref = ($3::text[])[array_position($2::uuid[], i.item_id)], updated_at = now()
+          WHERE i.job_id = $1 AND i.item_id = ANY($2::uuid[]) AND i.status IN ('sent', 'failed') AND i.provider_batch_ref IS NULL`,
+        [jobId, ids, sorted.map((c) => c.batch_ref)]);
     }
-    const { rowCount: failedNow } = failures.length === 0 ? { rowCount: 0 } : await client.query(
-      `UPDATE aggregator.voice_job_items i SET status = 'failed', error_reason = x.error_reason, updated_at = now()
-         FROM json_to_recordset($2::json) AS x(item_id uuid, error_reason text)
-        WHERE i.job_id = $1 AND i.item_id = x.item_id AND i.status = 'resolved'`, [jobId, JSON.stringify([...failures].sort(byItem))]);
+    const unsent = [...failures].sort(byItem);
+    const { rowCount: failedNow } = unsent.length === 0 ? { rowCount: 0 } : await client.query(
+      `UPDATE aggregator.voice_job_items i
+          SET status = 'failed', error_reason = ($3::text[])[array_position($2::uuid[], i.item_id)], updated_at = now()
+        WHERE i.job_id = $1 AND i.item_id = ANY($2::uuid[]) AND i.status = 'resolved'`,
+      [jobId, unsent.map((f) => f.item_id), unsent.map((f) => f.error_reason)]);
     const rows = [{ old: 'resolved' as const, new: 'submitted' as const, n: moved ?? 0 }, { old: 'resolved' as const, new: 'failed' as const, n: failedNow ?? 0 }];
     const replayed = calls.filter((c) => c.replayed).length;
     await moveCounters(client, jobId, deltaOf(rows));
@@ -172,20 +189,23 @@ export async function applyCallbacks(pool: Pool, updates: CallbackUpdate[], logg
   let accepted = 0;
   const ignoredRefs: string[] = [];
   for (const [jobId, list] of byJob) {
-    list.sort((x, y) => (x.item_id < y.item_id ? -1 : 1));
+    // One update per item (the first), in item-id order.
+    const unique = [...new Map(list.map((u) => [u.item_id, u])).values()].sort((x, y) => (x.item_id < y.item_id ? -1 : 1));
     const applied = await withTransaction(pool, async (client) => {
       // From resolved first, then from submitted: an item moves resolved → submitted meanwhile at
       // most, so the second statement still finds it.
       const moved: { old: ItemStatus; new: ItemStatus; item_id: string }[] = [];
       for (const from of ['resolved', 'submitted'] as const) {
+        // No join: array_position keeps the plan an index lookup whatever the statistics say.
         const { rows } = await client.query<{ new: ItemStatus; item_id: string }>(
           `UPDATE aggregator.voice_job_items i
-              SET status = u.status, error_reason = u.error_reason, provider_ref = coalesce(i.provider_ref, u.provider_ref), updated_at = now()
-             FROM (SELECT DISTINCT ON (item_id) * FROM json_to_recordset($2::json) AS x(item_id uuid, provider_ref text, status text, error_reason text)) u
-            WHERE i.job_id = $1 AND i.item_id = u.item_id AND i.status = $3
-              AND (i.provider_ref IS NULL OR i.provider_ref = u.provider_ref)
+              SET status = ($4::text[])[array_position($2::uuid[], i.item_id)],
+                  error_reason = ($5::text[])[array_position($2::uuid[], i.item_id)],
+                  provider_ref = coalesce(i.provider_ref, ($3::text[])[array_position($2::uuid[], i.item_id)]), updated_at = now()
+            WHERE i.job_id = $1 AND i.item_id = ANY($2::uuid[]) AND i.status = $6
+              AND (i.provider_ref IS NULL OR i.provider_ref = ($3::text[])[array_position($2::uuid[], i.item_id)])
            RETURNING i.status AS new, i.item_id`,
-          [jobId, JSON.stringify(list), from]);
+          [jobId, unique.map((u) => u.item_id), unique.map((u) => u.provider_ref), unique.map((u) => u.status), unique.map((u) => u.error_reason), from]);
         moved.push(...rows.map((r) => ({ ...r, old: from })));
       }
       if (moved.length) await moveCounters(client, jobId, deltaOf(moved.map((r) => ({ ...r, n: 1 }))));
