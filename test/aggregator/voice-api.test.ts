@@ -98,6 +98,17 @@ describe('POST /v1/campaign/voice', () => {
     expect(after).toBe(before);
   });
 
+  it('schedules the dispatch at schedule_at: the chunks wait for it and the job stays queued', async () => {
+    const at = new Date(Date.now() + 3_600_000);
+    const res = await createVoiceJob(platform, agg.token, voiceBody(ids.slice(0, 2), { schedule_at: at.toISOString().replace('Z', '+00:00') }));
+    expect(res.status).toBe(202);
+    expect(res.body).toMatchObject({ status: 'queued', schedule_at: at.toISOString() });
+    const { rows } = await platform.ctx.pool.query(
+      `SELECT j.run_at FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks t ON t.id = j.task_id
+        WHERE t.identifier = 'voice-dispatch-chunk' AND j.payload->>'job_id' = $1`, [res.body.job_id]);
+    expect(rows.map((r) => r.run_at.toISOString())).toEqual([at.toISOString()]);
+  });
+
   it('needs the operator or admin role and a bearer token', async () => {
     const viewer = await platform.aggregator({ types: ['seeker'], roles: ['viewer'] });
     const res = await createVoiceJob(platform, viewer.token, voiceBody(ids));
