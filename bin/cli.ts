@@ -10,6 +10,7 @@ import { registerMappingCommands } from './commands/mapping.ts';
 import { upload } from './commands/upload.ts';
 import { dashboard } from './commands/dashboard.ts';
 import { exportProfiles } from './commands/export.ts';
+import { voiceProvider } from './commands/voice-provider.ts';
 import { CliError, withPlatformContext } from './command-context.ts';
 
 const program = new Command('ldp')
@@ -104,6 +105,20 @@ program.command('fixtures')
   .option('--duplicate-rate <share>', 'share of rows repeating an earlier phone or e-mail', '0.02')
   .option('--seed <n>', 'random seed (same seed, same file)', '1')
   .action(fixturesSeekers);
+
+program.command('voice-provider')
+  .description('run the local voice provider (signed batch API, idempotent per call, calls back) for voice campaigns')
+  .option('--port <n>', 'port (0 = any free port)', '3090')
+  .option('--host <host>', 'interface', '127.0.0.1')
+  .option('--failure-rate <share>', 'share of calls that end failed', '0')
+  .option('--reject-rate <share>', 'share of batch submissions refused with 503', '0')
+  .option('--delay <ms>', 'milliseconds before calling back', '0')
+  .option('--latency <ms>', 'milliseconds between placing a batch\'s calls and answering', '0')
+  .option('--fail-to <regex>', 'calls to numbers matching this end failed')
+  .option('--hold-to <regex>', 'calls to numbers matching this are never called back')
+  .option('--no-callbacks', 'never call back')
+  .option('--log <file>', 'append the JSON-lines log of calls placed here (read back at start); default stdout')
+  .action(voiceProvider);
 
 try {
   await program.parseAsync(process.argv);

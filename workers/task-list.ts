@@ -25,6 +25,9 @@ import { SUPPORT_EMAIL_TASK } from '../lib/network/support.ts';
 import { supportSendEmail } from '../tasks/support-send-email.ts';
 import { DASHBOARD_REFRESH_TASK, DASHBOARDS_REFRESH_TASK } from '../lib/aggregator/dashboard.ts';
 import { aggregatorDashboardRefresh, aggregatorDashboardsRefresh } from '../tasks/aggregator-dashboard-refresh.ts';
+import { DISPATCH_TASK as VOICE_DISPATCH_TASK, EXPORT_TASK as VOICE_EXPORT_TASK } from '../lib/aggregator/voice/jobs.ts';
+import { voiceDispatchChunk } from '../tasks/voice-dispatch-chunk.ts';
+import { voiceExport } from '../tasks/voice-export.ts';
 
 export function createTaskList(ctx: PlatformContext): TaskList {
   return {
@@ -42,5 +45,7 @@ export function createTaskList(ctx: PlatformContext): TaskList {
     [SUPPORT_EMAIL_TASK]: supportSendEmail(ctx),
     [DASHBOARD_REFRESH_TASK]: aggregatorDashboardRefresh(ctx),
     [DASHBOARDS_REFRESH_TASK]: aggregatorDashboardsRefresh(ctx),
+    [VOICE_DISPATCH_TASK]: voiceDispatchChunk(ctx),
+    [VOICE_EXPORT_TASK]: voiceExport(ctx),
   };
 }

@@ -17,10 +17,11 @@ import { aggregatorRegistrationRoutes } from './aggregator-registrations.ts';
 import { reviewRoutes } from './reviews.ts';
 import { supportRoutes } from './support.ts';
 import { dashboardRoutes } from './dashboard.ts';
-import { SUPPORT_BODY_LIMIT_BYTES } from '../../lib/network/support.ts';
+import { supportJsonParser } from '../http/support-route.ts';
+import { voiceCallbackRoutes, voiceJsonParsers, voiceRoutes } from './voice.ts';
 
 export function createAggregatorApp(ctx: PlatformContext): Express {
-  const app = createServiceApp(ctx, 'aggregator', { bodyLimits: { '/v1/support': SUPPORT_BODY_LIMIT_BYTES } });
+  const app = createServiceApp(ctx, 'aggregator', { jsonParsers: { ...voiceJsonParsers(ctx), '/v1/support': supportJsonParser() } });
   app.use(healthRoutes(ctx, 'aggregator'));
   // Public keys of the built-in issuer, for other services that verify our tokens.
   app.get('/.well-known/jwks.json', (_req, res) => {
@@ -30,6 +31,8 @@ export function createAggregatorApp(ctx: PlatformContext): Express {
   app.use(registrationFormRoutes(ctx), reviewRoutes(ctx));
   // Registration endpoints carry no aggregator token: before bearerAuth.
   app.use('/v1', orgRoutes(ctx), aggregatorRegistrationRoutes(ctx));
+  // Signed by the voice provider, which has no bearer token.
+  app.use(voiceCallbackRoutes(ctx));
   app.use('/v1', bearerAuth(ctx));
   // Before the bulk-upload routes, so that /v1/bulk-uploads/template is not taken for an upload id.
   app.use('/v1', templateRoutes(ctx));
@@ -47,6 +50,7 @@ export function createAggregatorApp(ctx: PlatformContext): Express {
   app.use('/v1', linkRoutes(ctx));
   app.use('/v1', supportRoutes(ctx));
   app.use('/v1', dashboardRoutes(ctx));
+  app.use('/v1', voiceRoutes(ctx));
   finishServiceApp(app, 'C');
   return app;
 }

@@ -19,11 +19,21 @@ const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 /** Server-rendered pages whose HTML forms post url-encoded bodies (registration form, review page), parsed by their routers. */
 const HTML_FORM_PATHS = /^\/(r|review)\//;
 
-/**
- * Creates the app with the common middleware; add routes, then call `finishServiceApp`.
- * `bodyLimits` gives POST routes (path → bytes) their own JSON limit instead of HTTP_BODY_LIMIT.
- */
-export function createServiceApp(ctx: PlatformContext, service: ServiceName, options: { bodyLimits?: Record<string, number> } = {}): Express {
+export const JSON_TYPES = ['application/json', 'application/*+json'];
+
+export interface ServiceAppOptions {
+  /**
+   * JSON body parsers for exact paths (a trailing slash ignored) that need another one than the
+   * default — a larger limit, the raw body kept for a signature check; every other path gets
+   * HTTP_BODY_LIMIT.
+   */
+  jsonParsers?: Record<string, RequestHandler>;
+}
+
+const withoutTrailingSlash = (path: string) => path.replace(/(.)\/+$/, '$1');
+
+/** Creates the app with the common middleware; add routes, then call `finishServiceApp`. */
+export function createServiceApp(ctx: PlatformContext, service: ServiceName, options: ServiceAppOptions = {}): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('query parser', 'simple');
@@ -43,11 +53,9 @@ export function createServiceApp(ctx: PlatformContext, service: ServiceName, opt
   app.use(observeRequests(ctx.metrics, service));
   app.get('/metrics', metricsRoute(ctx.metrics, ctx.config.METRICS_TOKEN));
   app.use(requireKnownContentType);
-  // A body read by a route's own parser is left alone by the general one (body-parser skips it).
-  for (const [route, limit] of Object.entries(options.bodyLimits ?? {})) {
-    app.post(route, express.json({ limit, type: ['application/json', 'application/*+json'] }));
-  }
-  app.use(express.json({ limit: ctx.config.HTTP_BODY_LIMIT, type: ['application/json', 'application/*+json'] }));
+  const json = express.json({ limit: ctx.config.HTTP_BODY_LIMIT, type: JSON_TYPES });
+  const ownParsers = new Map(Object.entries(options.jsonParsers ?? {}).map(([path, parser]) => [withoutTrailingSlash(path), parser]));
+  app.use((req, res, next) => (ownParsers.get(withoutTrailingSlash(req.path)) ?? json)(req, res, next));
   return app;
 }
 

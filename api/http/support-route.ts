@@ -4,13 +4,14 @@
  * submitter's allowance (429 + Retry-After), then store and enqueue the e-mail; answers
  * `{ok: true, reference}`. Error shapes are the service's (C on the aggregator, A on signals).
  */
-import type { Request, RequestHandler, Response } from 'express';
+import express, { type Request, type RequestHandler, type Response } from 'express';
 import type { PlatformContext } from '../../lib/context.ts';
 import {
-  consumeSupportAllowance, createSupportRateLimiter, decodeAttachments, fileSupportRequest, supportRequestSchema,
-  SupportRequestError, type SupportRequest,
+  consumeSupportAllowance, createSupportRateLimiter, decodeAttachments, fileSupportRequest, SUPPORT_BODY_LIMIT_BYTES,
+  supportRequestSchema, SupportRequestError, type SupportRequest,
 } from '../../lib/network/support.ts';
 import { HttpError } from './errors.ts';
+import { JSON_TYPES } from './service-app.ts';
 import { parse } from './validation.ts';
 
 export interface SupportRouteOptions {
@@ -19,6 +20,15 @@ export interface SupportRouteOptions {
   filedBy(res: Response): string;
   /** Whose allowance of 5 per hour the request takes. */
   submitter(req: Request, res: Response, request: SupportRequest): string;
+}
+
+/**
+ * The JSON body parser of the support routes: attachments need more than HTTP_BODY_LIMIT
+ * (SUPPORT_BODY_LIMIT_BYTES: 10 MiB of attachments in base64, plus the text); for
+ * `createServiceApp`'s `jsonParsers`.
+ */
+export function supportJsonParser(): RequestHandler {
+  return express.json({ limit: SUPPORT_BODY_LIMIT_BYTES, type: JSON_TYPES });
 }
 
 /** The handler (see the module comment). */

@@ -4,14 +4,14 @@ import type { PlatformContext } from '../../lib/context.ts';
 import { apiKeyAuth } from '../http/auth.ts';
 import { healthRoutes } from '../http/health.ts';
 import { createServiceApp, finishServiceApp } from '../http/service-app.ts';
+import { supportJsonParser } from '../http/support-route.ts';
 import { discoverRoutes } from './discover.ts';
 import { itemRoutes } from './items.ts';
 import { matchScoreRoutes } from './match-score.ts';
 import { supportRoutes } from './support.ts';
-import { SUPPORT_BODY_LIMIT_BYTES } from '../../lib/network/support.ts';
 
 export function createSignalsApp(ctx: PlatformContext): Express {
-  const app = createServiceApp(ctx, 'signals', { bodyLimits: { '/api/v1/support': SUPPORT_BODY_LIMIT_BYTES } });
+  const app = createServiceApp(ctx, 'signals', { jsonParsers: { '/api/v1/support': supportJsonParser() } });
   app.use(healthRoutes(ctx, 'signals'));
   app.use('/api/v1', apiKeyAuth(ctx, 'signals'));
   app.use('/api/v1', itemRoutes(ctx));

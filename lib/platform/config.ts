@@ -125,6 +125,23 @@ export const configSchema = z.object({
   /** Public registrations accepted per link and client IP within REGISTRATION_RATE_LIMIT_WINDOW_SECONDS. */
   REGISTRATION_RATE_LIMIT_POINTS: positiveInt.default(20),
   REGISTRATION_RATE_LIMIT_WINDOW_SECONDS: positiveInt.default(60),
+  // Voice campaigns (issue 9): the provider, its batches and the job chunks.
+  /** Base URL of the voice provider (POST <url>/v1/batches); default: `ldp voice-provider` on its default port. */
+  VOICE_PROVIDER_URL: z.url().default('http://127.0.0.1:3090'),
+  /** HMAC-SHA256 secret shared with the voice provider (both directions); generated into DATA_DIR when unset. */
+  VOICE_PROVIDER_SECRET: z.string().min(16).optional(),
+  /** How long one batch submission may take before it is abandoned and retried. */
+  VOICE_PROVIDER_TIMEOUT_MS: positiveInt.default(10_000),
+  /** Retries of a batch submission (network error, 429, 5xx), with exponential backoff. */
+  VOICE_PROVIDER_RETRIES: z.coerce.number().int().min(0).max(10).default(3),
+  /** Calls per batch submitted to the provider. */
+  VOICE_PROVIDER_BATCH_SIZE: positiveInt.max(10_000).default(1000),
+  /** Where the provider calls back; default: AGGREGATOR_PUBLIC_URL + /v1/campaign/voice/callbacks. */
+  VOICE_CALLBACK_URL: z.url().optional(),
+  /** Items per dispatch chunk job: the unit redone after a crash. */
+  VOICE_CHUNK_ITEMS: positiveInt.max(50_000).default(5000),
+  /** Largest body of POST /v1/campaign/voice (100,000 item ids are ~3.9 MB of JSON). */
+  VOICE_JOB_MAX_BODY_BYTES: byteSize.default(8 * 1000 * 1000),
 }).superRefine((c, ctx) => {
   if (c.S3_ENDPOINT && (!c.S3_ACCESS_KEY || !c.S3_SECRET_KEY)) {
     ctx.addIssue({ code: 'custom', path: ['S3_ACCESS_KEY'], message: 'S3_ACCESS_KEY and S3_SECRET_KEY are required when S3_ENDPOINT is set' });

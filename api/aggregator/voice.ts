@@ -1,0 +1,229 @@
+/**
+ * Voice-campaign endpoints of the aggregator service (spec "Voice job" and
+ * `GET /v1/campaign/voice/{job_id}`; the rest decided in docs/decisions.md, "Voice campaigns").
+ * The API validates, writes the job with its items and enqueues its dispatch chunks in one
+ * transaction; tasks/voice-*.ts do the rest.
+ *
+ * - `POST /v1/campaign/voice`            (operator|admin, `Idempotency-Key`) → 202 job (queued)
+ * - `GET  /v1/campaign/voice?page=&limit=` the organisation's jobs (both channels), newest first
+ * - `GET  /v1/campaign/voice/{job_id}?items_limit=&cursor=` one voice job with a page of items;
+ *   ETag / If-None-Match → 304; another organisation's job or an export job → 403; unknown → 404
+ * - `GET  /v1/campaign/exports/{job_id}`  the CSV of an export job (404 until written)
+ * - `POST /v1/campaign/voice/callbacks`   the provider's signed status updates (no bearer token;
+ *   401 unless the `x-voice-signature` verifies)
+ */
+import { randomUUID } from 'node:crypto';
+import { pipeline } from 'node:stream/promises';
+import express, { Router, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
+import { z } from 'zod';
+import { applyCallbacks } from '../../lib/aggregator/voice/dispatch.ts';
+import {
+  createVoiceJob, listVoiceJobs, loadVoiceJob, pollVoiceJob, requestHash, toJobJson, VOICE_CHANNELS,
+} from '../../lib/aggregator/voice/jobs.ts';
+import { providerCallbackSchema } from '../../lib/aggregator/voice/protocol.ts';
+import { voiceProviderSecret } from '../../lib/aggregator/voice/provider.ts';
+import { SIGNATURE_HEADER, verifySignature } from '../../lib/aggregator/voice/signature.ts';
+import type { PlatformContext } from '../../lib/context.ts';
+import { ObjectNotFoundError } from '../../lib/platform/storage.ts';
+import { callerOf, requireRole } from '../http/auth.ts';
+import { HttpError } from '../http/errors.ts';
+import { JSON_TYPES } from '../http/service-app.ts';
+import { parse } from '../http/validation.ts';
+
+export const VOICE_JOBS_PATH = '/v1/campaign/voice';
+export const VOICE_CALLBACKS_PATH = '/v1/campaign/voice/callbacks';
+/** Largest callback body: 10,000 updates of ~200 bytes. */
+const CALLBACK_MAX_BYTES = 4 * 1024 * 1024;
+const MAX_ITEMS = 100_000;
+/** Callback batches applied at once by one service process. */
+const CALLBACKS_AT_ONCE = 2;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+// RFC 9110 token-ish: visible ASCII, as the Idempotency-Key draft (draft-ietf-httpapi-idempotency-key-header) allows.
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+
+const createBody = z.object({
+  channel: z.enum(VOICE_CHANNELS).default('voice'),
+  item_ids: z.array(z.uuid('must be a UUID')).min(1, 'at least one item id').max(MAX_ITEMS, `at most ${MAX_ITEMS} item ids`),
+  metadata: z.array(z.object({ key: z.string().min(1).max(100), value: z.string().max(1000) })).max(50).default([]),
+  content: z.object({
+    script: z.string().min(1).max(5000).optional(),
+    audio_url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).max(2000).optional(),
+  }).strict().optional(),
+  schedule_at: z.iso.datetime({ offset: true, error: 'must be an ISO-8601 date-time with a time zone' }).optional(),
+}).strict().superRefine((body, ctx) => {
+  if (body.channel !== 'voice') return;
+  const given = [body.content?.script, body.content?.audio_url].filter((v) => v !== undefined).length;
+  if (given !== 1) ctx.addIssue({ code: 'custom', path: ['content'], message: 'a voice job needs exactly one of content.script or content.audio_url' });
+});
+
+const listQuery = z.object({
+  page: z.coerce.number().int().min(1).default(1),
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+});
+
+const jobQuery = z.object({
+  items_limit: z.coerce.number().int().min(1).max(1000).default(100),
+  cursor: z.string().regex(/^[A-Za-z0-9_-]{1,40}$/, 'not a cursor given by this API').optional(),
+});
+
+/** The opaque items cursor: the position of the last item of a page. */
+function encodeCursor(seq: number): string {
+  return Buffer.from(`s${seq}`).toString('base64url');
+}
+
+function decodeCursor(cursor: string): number {
+  const match = /^s(\d{1,9})$/.exec(Buffer.from(cursor, 'base64url').toString('latin1'));
+  if (!match) throw new HttpError(400, 'cursor: not a cursor given by this API', { fields: { cursor: ['not a cursor given by this API'] } });
+  return Number(match[1]);
+}
+
+/**
+ * The job versions named by an If-None-Match header (RFC 9110 §13.1.2: a list of entity tags,
+ * compared weakly, so `W/"7"` names version 7 too); `*` is handled by the caller.
+ */
+function taggedVersions(header: string | undefined): string[] {
+  if (!header) return [];
+  return header.split(',').flatMap((tag) => {
+    const match = /^(?:W\/)?"(\d{1,19})"$/.exec(tag.trim());
+    return match ? [match[1]] : [];
+  });
+}
+
+function jobIdParam(req: Request, next: NextFunction): string | undefined {
+  const id = String(req.params.job_id);
+  if (!UUID.test(id)) {
+    next();
+    return undefined;
+  }
+  return id.toLowerCase();
+}
+
+/** The JSON body parsers of the voice paths (createServiceApp `jsonParsers`). */
+export function voiceJsonParsers(ctx: PlatformContext): Record<string, RequestHandler> {
+  return {
+    [VOICE_JOBS_PATH]: express.json({ limit: ctx.config.VOICE_JOB_MAX_BODY_BYTES, type: JSON_TYPES }),
+    // The signature covers the exact bytes received.
+    [VOICE_CALLBACKS_PATH]: express.json({
+      limit: CALLBACK_MAX_BYTES, type: JSON_TYPES,
+      verify: (req, _res, buf) => { (req as Request & { rawBody?: Buffer }).rawBody = buf; },
+    }),
+  };
+}
+
+/** `POST /v1/campaign/voice/callbacks`: mount before `bearerAuth` (the provider signs; it has no token). */
+export function voiceCallbackRoutes(ctx: PlatformContext): Router {
+  const router = Router();
+  let secret: Promise<string> | undefined;
+  const log = ctx.logger.child({ component: 'voice-callbacks' });
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  const acquire = async () => {
+    if (running < CALLBACKS_AT_ONCE) running++;
+    else await new Promise<void>((resolve) => waiting.push(resolve));
+  };
+  const release = () => {
+    const next = waiting.shift();
+    if (next) next();
+    else running--;
+  };
+  router.post(VOICE_CALLBACKS_PATH, async (req, res) => {
+    const raw = (req as Request & { rawBody?: Buffer }).rawBody;
+    if (!raw || !verifySignature(await (secret ??= voiceProviderSecret(ctx.config)), req.header(SIGNATURE_HEADER), raw)) {
+      throw new HttpError(401, `Missing, stale or invalid ${SIGNATURE_HEADER} header: callbacks must be signed with VOICE_PROVIDER_SECRET`, { code: 'invalid_signature' });
+    }
+    const body = parse(providerCallbackSchema, req.body);
+    // Callbacks of one job serialise on its counters anyway: a few at a time keep the pool's
+    // connections free for the pollers instead of queueing on the job row.
+    await acquire();
+    try {
+      res.json(await applyCallbacks(ctx.pool, body.updates, log));
+    } finally {
+      release();
+    }
+  });
+  return router;
+}
+
+/** The voice-job routes (see the module comment), mounted under `/v1` after `bearerAuth`. */
+export function voiceRoutes(ctx: PlatformContext): Router {
+  const router = Router();
+
+  router.post('/campaign/voice', requireRole('admin', 'operator'), async (req: Request, res: Response) => {
+    const key = req.header('idempotency-key');
+    if (key === undefined || !IDEMPOTENCY_KEY.test(key)) {
+      const message = key === undefined ? 'required: a unique key per job, e.g. a UUID; the same key with the same body answers the same job'
+        : 'must be 1..255 visible ASCII characters';
+      throw new HttpError(400, `Idempotency-Key header ${message}`, { code: 'invalid_idempotency_key', fields: { 'Idempotency-Key': [message] } });
+    }
+    const body = parse(createBody, req.body ?? {});
+    const caller = callerOf(res);
+    const itemIds = [...new Set(body.item_ids.map((id) => id.toLowerCase()))];
+    const scheduleAt = body.schedule_at ? new Date(body.schedule_at).toISOString() : null;
+    const content = body.channel === 'voice' ? body.content! : {};
+    const created = await createVoiceJob(ctx.pool, {
+      jobId: randomUUID(), aggregatorId: caller.aggregatorId, orgId: caller.orgId, createdBy: caller.subject,
+      channel: body.channel, content, metadata: body.metadata, scheduleAt, itemIds,
+      idempotencyKey: key, requestHash: requestHash({ ...body, item_ids: itemIds, schedule_at: scheduleAt, content }),
+      chunkItems: ctx.config.VOICE_CHUNK_ITEMS,
+    });
+    if (created.outcome === 'conflict') {
+      throw new HttpError(409, `Idempotency-Key ${key} was used for another request (job ${created.jobId}); use a new key for a new job`, { code: 'idempotency_key_reused' });
+    }
+    if (created.outcome === 'replayed') res.set('idempotent-replayed', 'true');
+    res.status(202).location(`${VOICE_JOBS_PATH}/${created.job.job_id}`).json(toJobJson(created.job));
+  });
+
+  router.get('/campaign/voice', async (req, res) => {
+    const page = parse(listQuery, req.query, 'query');
+    const { jobs, total } = await listVoiceJobs(ctx.pool, callerOf(res).orgId, page);
+    res.json({ voice_jobs: jobs, page: page.page, limit: page.limit, total, has_more: page.page * page.limit < total });
+  });
+
+  router.get('/campaign/voice/:job_id', async (req, res, next) => {
+    const id = jobIdParam(req, next);
+    if (!id) return;
+    const query = parse(jobQuery, req.query, 'query');
+    const afterSeq = query.cursor === undefined ? -1 : decodeCursor(query.cursor);
+    const ifNoneMatch = req.header('if-none-match');
+    const polled = await pollVoiceJob(ctx.pool, id, {
+      orgId: callerOf(res).orgId, afterSeq, limit: query.items_limit, knownVersions: taggedVersions(ifNoneMatch),
+    });
+    if (!polled) throw new HttpError(404, `No voice job ${id}`);
+    const { job } = polled;
+    if (job.org_id !== callerOf(res).orgId) throw new HttpError(403, `Voice job ${id} belongs to another organisation`, { code: 'forbidden' });
+    if (job.channel !== 'voice') {
+      throw new HttpError(403, `Job ${id} is an ${job.channel} job, not a voice job; its CSV is at /v1/campaign/exports/${id}`, { code: 'wrong_channel' });
+    }
+    // The version grows with every change of the job or its items; the URL carries the page.
+    res.set({ etag: `"${job.version}"`, 'cache-control': 'private, no-cache' });
+    if (polled.items === null || ifNoneMatch?.trim() === '*') {
+      res.status(304).end();
+      return;
+    }
+    res.json({
+      ...toJobJson(job), items: polled.items, items_limit: query.items_limit,
+      items_next_cursor: polled.nextSeq === null ? null : encodeCursor(polled.nextSeq),
+    });
+  });
+
+  router.get('/campaign/exports/:job_id', async (req, res, next) => {
+    const id = jobIdParam(req, next);
+    if (!id) return;
+    const job = await loadVoiceJob(ctx.pool, id);
+    if (!job) throw new HttpError(404, `No export job ${id}`);
+    if (job.org_id !== callerOf(res).orgId) throw new HttpError(403, `Job ${id} belongs to another organisation`, { code: 'forbidden' });
+    if (job.channel !== 'export') throw new HttpError(403, `Job ${id} is a ${job.channel} job, not an export`, { code: 'wrong_channel' });
+    if (!job.export_object_key) throw new HttpError(404, `The CSV of export job ${id} is not written yet (status ${toJobJson(job).status})`, { code: 'export_not_ready' });
+    let body;
+    try {
+      body = await ctx.storage.get(job.export_object_key);
+    } catch (err) {
+      if (err instanceof ObjectNotFoundError) throw new HttpError(404, `The CSV of export job ${id} is no longer stored`, { code: 'export_not_ready' });
+      throw err;
+    }
+    res.status(200).type('text/csv; charset=utf-8').attachment(`voice-export-${id}.csv`);
+    await pipeline(body, res);
+  });
+
+  return router;
+}

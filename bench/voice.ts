@@ -1,0 +1,247 @@
+/**
+ * Voice-campaign benchmark (`npm run bench:voice`): a 100,000-item voice job dispatched by a real
+ * worker to the local provider (callbacks on), while the job's status is polled at 500 requests/s.
+ *
+ * Every part runs in its own process, as in production: embedded PostgreSQL, the aggregator
+ * service (`ldp serve --service aggregator`), the worker (`ldp worker`, so its peak RSS is its
+ * own), the provider (`ldp voice-provider`); this process seeds the participants, creates the job
+ * over HTTP and runs the load generator (autocannon) against `GET /v1/campaign/voice/{job_id}`.
+ *
+ * Figures: create → all items final (seconds, items/s), the create request alone, worker peak RSS
+ * (VmHWM), CPU seconds per process, poll latency p50/p95/p99 at BENCH_POLL_RATE req/s for
+ * BENCH_POLL_SECONDS s while the job runs and for BENCH_POLL_AFTER_SECONDS (10) once it has
+ * settled, the load average. Environment: BENCH_ITEMS (default 100000), BENCH_POLL_RATE (500), BENCH_POLL_SECONDS
+ * (30), BENCH_FAILURE_RATE (0.02), VOICE_CHUNK_ITEMS, VOICE_PROVIDER_BATCH_SIZE, WORKER_CONCURRENCY.
+ * Prints the figures and writes bench/results/voice.json.
+ */
+import { randomUUID } from 'node:crypto';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { chmod, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import { createAggregator } from '../lib/aggregator/aggregators.ts';
+import { insertParticipants } from '../lib/aggregator/participants.ts';
+import { createContext } from '../lib/context.ts';
+import { loadConfig } from '../lib/platform/config.ts';
+import { withTransaction } from '../lib/platform/db.ts';
+import { startEmbeddedPostgres } from '../lib/platform/embedded-postgres.ts';
+import { freePort } from '../lib/platform/free-port.ts';
+import { createLogger } from '../lib/platform/logger.ts';
+import { migrate } from '../lib/platform/migrate.ts';
+
+const repo = fileURLToPath(new URL('..', import.meta.url));
+const RESULTS = path.join(repo, 'bench/results/voice.json');
+const ITEMS = Number(process.env.BENCH_ITEMS ?? 100_000);
+const POLL_RATE = Number(process.env.BENCH_POLL_RATE ?? 500);
+const POLL_SECONDS = Number(process.env.BENCH_POLL_SECONDS ?? 30);
+const FAILURE_RATE = process.env.BENCH_FAILURE_RATE ?? '0.02';
+const POLL_AFTER_SECONDS = Number(process.env.BENCH_POLL_AFTER_SECONDS ?? 10);
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Starts `ldp ...args`; resolves once its stdout matches `ready`. */
+function ldp(args: string[], env: NodeJS.ProcessEnv, ready: RegExp): Promise<{ child: ChildProcess; match: RegExpExecArray }> {
+  const child = spawn(process.execPath, [path.join(repo, 'bin/ldp.js'), ...args], { cwd: repo, env, stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (d) => {
+      out += d;
+      const match = ready.exec(out);
+      if (match) resolve({ child, match });
+    });
+    child.once('exit', (code) => reject(new Error(`ldp ${args.join(' ')} exited with ${code}`)));
+  });
+}
+
+async function stop(child: ChildProcess | undefined): Promise<void> {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+async function rssMb(pid: number): Promise<{ now: number; peak: number }> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const kb = (name: string) => Number(new RegExp(`${name}:\\s+(\\d+) kB`).exec(status)![1]);
+  return { now: kb('VmRSS') / 1024, peak: kb('VmHWM') / 1024 };
+}
+
+const CLOCK_TICKS = 100; // USER_HZ on Linux
+
+/** CPU seconds of a live process: its own, and its waited-for children's (/proc/PID/stat). */
+async function cpuSeconds(pid: number): Promise<{ own: number; children: number }> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
+  if (!stat) return { own: 0, children: 0 };
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return { own: (Number(f[11]) + Number(f[12])) / CLOCK_TICKS, children: (Number(f[13]) + Number(f[14])) / CLOCK_TICKS };
+}
+
+/** CPU seconds used by PostgreSQL so far: the postmaster, its live and its ended backends. */
+async function postgresCpuSeconds(clusterDir: string): Promise<number> {
+  const postmaster = Number((await readFile(path.join(clusterDir, 'postmaster.pid'), 'utf8')).split('\n')[0]);
+  const { own, children } = await cpuSeconds(postmaster);
+  let live = 0;
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
+    if (stat && Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === postmaster) live += (await cpuSeconds(Number(entry))).own;
+  }
+  return own + children + live;
+}
+
+/**
+ * Polls `url` at POLL_RATE requests/s for `seconds` with autocannon; every response time is kept
+ * for exact percentiles (autocannon's summary has no p95).
+ */
+async function pollFor(url: string, headers: Record<string, string>, seconds: number) {
+  const latencies: number[] = [];
+  const result = await new Promise<autocannon.Result>((resolve, reject) => {
+    const instance = autocannon({ url, headers, overallRate: POLL_RATE, duration: seconds, connections: 32 },
+      (err, res) => (err ? reject(err) : resolve(res)));
+    instance.on('response', (_client, _status, _bytes, ms) => { latencies.push(ms); });
+  });
+  return {
+    target_rate: POLL_RATE, seconds, requests: result.requests.total, rate_achieved: Math.round(result.requests.average),
+    non_2xx: result.non2xx, errors: result.errors, timeouts: result.timeouts,
+    latency_ms: { p50: percentile(latencies, 50), p95: percentile(latencies, 95), p99: percentile(latencies, 99), max: percentile(latencies, 100) },
+  };
+}
+
+/** The `p`th percentile (nearest rank) of `values`, in ms with two decimals. */
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return Number((sorted[rank] ?? NaN).toFixed(2));
+}
+
+async function main(): Promise<void> {
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'ldp-bench-voice-'));
+  await chmod(dataDir, 0o755);
+  const loadStart = os.loadavg();
+  const pgPort = await freePort();
+  const db = await startEmbeddedPostgres({ dataDir, port: pgPort });
+  const aggregatorPort = await freePort();
+  const providerPort = await freePort();
+  const env: NodeJS.ProcessEnv = {
+    ...process.env, LOG_LEVEL: 'warn', DATA_DIR: dataDir, DATABASE_URL: db.url, HOST: '127.0.0.1', EMBEDDED_POSTGRES_PORT: String(pgPort),
+    AGGREGATOR_PORT: String(aggregatorPort), AGGREGATOR_PUBLIC_URL: `http://127.0.0.1:${aggregatorPort}`, EMBEDDING_PROVIDER: 'hashing',
+    VOICE_PROVIDER_URL: `http://127.0.0.1:${providerPort}`, VOICE_PROVIDER_SECRET: `bench-${randomUUID()}`,
+  };
+  const config = loadConfig(env);
+  const ctx = await createContext(config, db.url, createLogger('warn'));
+  const children: ChildProcess[] = [];
+  try {
+    await migrate(ctx.pool);
+    const agg = await withTransaction(ctx.pool, (client) => createAggregator(client, ctx.network, { name: 'Voice bench', types: ['seeker'] }));
+    const token = await ctx.tokens.issue({
+      sub: 'bench:voice', aggregator_id: agg.aggregator_id, org_id: agg.org_id, aggregator_type: agg.types, roles: ['operator'],
+    }, 3600);
+
+    process.stderr.write(`seeding ${ITEMS} seekers…\n`);
+    const domain = ctx.network.domains.get('seeker')!;
+    const ids: string[] = [];
+    for (let first = 0; first < ITEMS; first += 5000) {
+      const people = Array.from({ length: Math.min(5000, ITEMS - first) }, (_, i) => {
+        const phone = `+919${String(first + i).padStart(9, '0')}`;
+        const identity = { name: `Seeker ${first + i}`, phone };
+        const participantId = randomUUID();
+        ids.push(participantId);
+        return { participantId, participant: { profile: { ...identity }, identity, locations: [] }, keys: { phoneIndex: ctx.pii.blindIndex('phone', phone) } };
+      });
+      await withTransaction(ctx.pool, (client) => insertParticipants(client, ctx.pii, { aggregatorId: agg.aggregator_id, orgId: agg.org_id, domain }, people));
+    }
+    await ctx.pool.query('VACUUM ANALYZE aggregator.participants');
+
+    const logFile = path.join(dataDir, 'provider.log');
+    const provider = await ldp(['voice-provider', '--port', String(providerPort), '--failure-rate', FAILURE_RATE, '--log', logFile], env, /listening on/);
+    children.push(provider.child);
+    const service = await ldp(['serve', '--service', 'aggregator'], env, /aggregator\s+(\S+)/);
+    children.push(service.child);
+    const base = service.match[1];
+    const worker = spawn(process.execPath, [path.join(repo, 'bin/ldp.js'), 'worker'], { cwd: repo, env, stdio: ['ignore', 'ignore', 'inherit'] });
+    children.push(worker);
+    for (let waited = 0; ; waited += 100) {
+      const { rowCount } = await ctx.pool.query('SELECT 1 FROM platform.worker_heartbeats WHERE pid = $1', [worker.pid]);
+      if (rowCount) break;
+      if (waited > 60_000) throw new Error('the worker did not start within a minute');
+      await sleep(100);
+    }
+    const auth = { authorization: `Bearer ${token}` };
+
+    process.stderr.write(`creating the job (${ITEMS} items) and polling it at ${POLL_RATE} req/s for ${POLL_SECONDS} s…\n`);
+    const cpuOf = async () => ({
+      worker: (await cpuSeconds(worker.pid!)).own, service: (await cpuSeconds(service.child.pid!)).own,
+      provider: (await cpuSeconds(provider.child.pid!)).own, postgres: await postgresCpuSeconds(db.dataDir), bench: process.cpuUsage().user / 1e6,
+    });
+    const cpuBefore = await cpuOf();
+    const started = Date.now();
+    const created = await fetch(`${base}/v1/campaign/voice`, {
+      method: 'POST', headers: { ...auth, 'content-type': 'application/json', 'idempotency-key': randomUUID() },
+      body: JSON.stringify({ item_ids: ids, content: { script: 'The job fair is on Saturday at the district office.' } }),
+    });
+    if (created.status !== 202) throw new Error(`create answered ${created.status}: ${await created.text()}`);
+    const createSeconds = (Date.now() - started) / 1000;
+    const { job_id: jobId } = await created.json() as { job_id: string };
+
+    const polling = pollFor(`${base}/v1/campaign/voice/${jobId}`, auth, POLL_SECONDS);
+    let rssSampled = 0;
+    let finalAt = 0;
+    let lastReport = 0;
+    for (;;) {
+      rssSampled = Math.max(rssSampled, (await rssMb(worker.pid!)).now);
+      const { rows: [c] } = await ctx.pool.query('SELECT pending, resolved, submitted, sent, failed, total FROM aggregator.voice_jobs WHERE job_id = $1', [jobId]);
+      if (c.pending + c.resolved + c.submitted === 0) {
+        finalAt = Date.now();
+        break;
+      }
+      if (Date.now() - lastReport > 5000) {
+        lastReport = Date.now();
+        process.stderr.write(`  ${((Date.now() - started) / 1000).toFixed(0)} s: pending ${c.pending}, resolved ${c.resolved}, submitted ${c.submitted}, sent ${c.sent}, failed ${c.failed}\n`);
+      }
+      if (Date.now() - started > 15 * 60_000) throw new Error('the job did not end within 15 minutes');
+      await sleep(50);
+    }
+    const workerPeak = (await rssMb(worker.pid!)).peak;
+    const cpuAfter = await cpuOf();
+    const cpu = Object.fromEntries(Object.entries(cpuAfter).map(([k, v]) => [k, Number((v - cpuBefore[k as keyof typeof cpuBefore]).toFixed(1))]));
+    const during = await polling;
+    // The same poll once the job has settled: what the poll path costs without the dispatch beside it.
+    const settled = await pollFor(`${base}/v1/campaign/voice/${jobId}`, auth, POLL_AFTER_SECONDS);
+    const loadEnd = os.loadavg();
+    const { rows: [job] } = await ctx.pool.query('SELECT * FROM aggregator.voice_jobs WHERE job_id = $1', [jobId]);
+    const log = (await readFile(logFile, 'utf8')).split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    const keys = log.filter((e) => e.event === 'call').map((e) => e.idempotency_key);
+    const seconds = (finalAt - started) / 1000;
+    const results = {
+      measured_at: new Date().toISOString(),
+      machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, memory_gb: Math.round(os.totalmem() / 1e9) },
+      load_average: { at_start: loadStart.map((l) => Number(l.toFixed(2))), at_end: loadEnd.map((l) => Number(l.toFixed(2))) },
+      note: 'the 2 cores are shared with five other helpers building other issues at the same time',
+      items: ITEMS, chunk_items: config.VOICE_CHUNK_ITEMS, batch_size: config.VOICE_PROVIDER_BATCH_SIZE, worker_concurrency: config.WORKER_CONCURRENCY,
+      provider_failure_rate: Number(FAILURE_RATE),
+      create_request_seconds: Number(createSeconds.toFixed(2)),
+      create_to_all_final_seconds: Number(seconds.toFixed(2)),
+      items_per_second: Math.round(ITEMS / seconds),
+      worker_peak_rss_mb: Math.round(workerPeak),
+      worker_rss_sampled_max_mb: Math.round(rssSampled),
+      /** CPU seconds each process used from create to all items final (bench: this process, the load generator). */
+      cpu_seconds_until_final: cpu,
+      counts: { sent: job.sent, failed: job.failed, skipped_not_owned: job.skipped_not_owned, skipped_no_contact: job.skipped_no_contact, duplicate_active: job.duplicate_active },
+      provider_calls: keys.length, provider_distinct_keys: new Set(keys).size,
+      poll_while_dispatching: { ...during, overlapped_dispatch_seconds: Number(Math.min(seconds - createSeconds, POLL_SECONDS).toFixed(1)) },
+      poll_after_settled: settled,
+      targets: { items_per_second: 5000, poll_p99_ms: 50 },
+    };
+    await writeFile(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
+    process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
+  } finally {
+    for (const child of children.reverse()) await stop(child);
+    await ctx.close();
+    await db.stop();
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
+
+await main();
