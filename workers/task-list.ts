@@ -11,6 +11,8 @@ import { bulkUploadFinish } from '../tasks/bulk-upload-finish.ts';
 import { bulkUploadStage } from '../tasks/bulk-upload-stage.ts';
 import { searchIndexItems } from '../tasks/search-index-items.ts';
 import { RECONCILE_TASK, searchReconcile } from '../tasks/search-reconcile.ts';
+import { SEND_MESSAGE_TASK } from '../lib/signals/messages.ts';
+import { signalsSendMessage } from '../tasks/signals-send-message.ts';
 
 export function createTaskList(ctx: PlatformContext): TaskList {
   return {
@@ -19,5 +21,6 @@ export function createTaskList(ctx: PlatformContext): TaskList {
     [FINISH_TASK]: bulkUploadFinish(ctx),
     [SEARCH_INDEX_TASK]: searchIndexItems(ctx),
     [RECONCILE_TASK]: searchReconcile(ctx),
+    [SEND_MESSAGE_TASK]: signalsSendMessage(ctx),
   };
 }

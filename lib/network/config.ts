@@ -39,7 +39,25 @@ const networkFileSchema = z.object({
     go_live_required: z.array(z.string()),
     schema: z.record(z.string(), z.unknown()),
   })).refine((d) => Object.keys(d).length > 0, 'at least one domain'),
-  actions: z.record(z.string(), z.object({ interactions: z.array(z.object({ from: endpoint, to: endpoint })) })),
+  actions: z.record(z.string(), z.object({
+    interactions: z.array(z.object({ from: endpoint, to: endpoint })),
+    // People and actions (issue 7): an action type with `statuses` can be performed (POST /api/v1/action/perform).
+    label: z.string().min(1).optional(),
+    /** Status → the statuses it may move to, or terminal. The first status is where an action starts. */
+    statuses: z.record(z.string().regex(/^[a-z][a-z0-9_]*$/), z.object({
+      next: z.array(z.string()).default([]),
+      terminal: z.boolean().default(false),
+    })).optional(),
+    /** The status at which each side sees the other's contact details; set: consent is required to perform. */
+    reveals_pii_on_status: z.string().optional(),
+    /** JSON Schema (draft 2020-12) of `requirements_snapshot`. */
+    requirements_schema: z.record(z.string(), z.unknown()).optional(),
+  })),
+  /** People (issue 7): the age under which a guardian must consent, and the current consent version. */
+  people: z.object({
+    guardian_consent_age: z.number().int().min(1).max(120).default(18),
+    consent_version: z.number().int().min(1).default(1),
+  }).default({ guardian_consent_age: 18, consent_version: 1 }),
 });
 
 export type NetworkFile = z.infer<typeof networkFileSchema>;
@@ -94,6 +112,9 @@ export interface Network {
   aggregatorTypes: NetworkFile['aggregator_types'];
   domains: Map<string, Domain>;
   actions: NetworkFile['actions'];
+  /** Ajv validators of the actions' `requirements_schema`, by action type (issue 7). */
+  actionRequirements: Map<string, ValidateFunction>;
+  people: NetworkFile['people'];
 }
 
 /** Thrown when a network file is missing or inconsistent; the message says where. */
@@ -188,7 +209,16 @@ export function parseNetwork(json: unknown, ajv = createAjv()): Network {
       if (!domains.has(domain)) throw new NetworkConfigError(`aggregator_types.${type}: unknown domain "${domain}"`);
     }
   }
+  const actionRequirements = new Map<string, ValidateFunction>();
   for (const [action, a] of Object.entries(file.actions)) {
+    checkActionStatuses(action, a);
+    if (a.requirements_schema) {
+      try {
+        actionRequirements.set(action, ajv.compile(a.requirements_schema));
+      } catch (err) {
+        throw new NetworkConfigError(`actions.${action}.requirements_schema: ${(err as Error).message}`);
+      }
+    }
     for (const i of a.interactions) {
       for (const end of [i.from, i.to]) {
         if (end.network === file.id && !domains.has(end.domain)) {
@@ -200,8 +230,26 @@ export function parseNetwork(json: unknown, ajv = createAjv()): Network {
   return {
     id: file.id, name: file.name, version: file.version, defaultPhoneRegion: file.default_phone_region,
     csvArrayDelimiter: file.csv_array_delimiter, registrationModes: file.registration_modes,
-    aggregatorTypes: file.aggregator_types, domains, actions: file.actions,
+    aggregatorTypes: file.aggregator_types, domains, actions: file.actions, actionRequirements, people: file.people,
   };
+}
+
+/** Checks an action's status graph: known targets, terminal statuses without moves, a reachable PII status. */
+function checkActionStatuses(action: string, a: NetworkFile['actions'][string]): void {
+  const where = `actions.${action}`;
+  if (!a.statuses) {
+    if (a.reveals_pii_on_status || a.requirements_schema) throw new NetworkConfigError(`${where}: reveals_pii_on_status and requirements_schema need statuses`);
+    return;
+  }
+  const names = Object.keys(a.statuses);
+  if (names.length === 0) throw new NetworkConfigError(`${where}.statuses: at least one status`);
+  for (const [status, s] of Object.entries(a.statuses)) {
+    if (s.terminal && s.next.length) throw new NetworkConfigError(`${where}.statuses.${status}: a terminal status has no next statuses`);
+    for (const n of s.next) if (!names.includes(n)) throw new NetworkConfigError(`${where}.statuses.${status}: unknown next status "${n}"`);
+  }
+  if (a.reveals_pii_on_status && !names.includes(a.reveals_pii_on_status)) {
+    throw new NetworkConfigError(`${where}.reveals_pii_on_status: unknown status "${a.reveals_pii_on_status}"`);
+  }
 }
 
 /** Reads and validates `<dir>/<id>.json`. @throws NetworkConfigError when missing or invalid. */
