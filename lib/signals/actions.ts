@@ -97,8 +97,8 @@ export interface PerformDeps {
 
 /**
  * Checks every rule and records the action (status = the interaction's first status, update_count
- * 0, a `created` event), in one transaction. Order of the checks: action type (400), interaction
- * matrix (403), self-action (400), items (404), source live (409), consent (400/422),
+ * 0, a `created` event), in one transaction. Order of the checks: action type (400), self-action
+ * (400), interaction matrix (403), items (404), source live (409), consent (400/422),
  * requirements (400), organisation and acting user (400/403/404), source owned by the acting user
  * (403), guardian code for a minor (403/429), one open action per (source, target, type) (409).
  * @throws ActionError
@@ -108,12 +108,12 @@ export async function performAction(deps: PerformDeps, input: PerformInput, acto
   const action = network.actions[input.action_type];
   if (!action) throw new ActionError(400, 'unknown_action_type', `action_type must be one of ${Object.keys(network.actions).join(', ')}`);
   if (!action.statuses) throw new ActionError(400, 'action_not_performable', `action_type ${input.action_type} relates items but cannot be performed`);
+  if (input.source_item.item_id === input.target_item.item_id) throw new ActionError(400, 'self_action', 'source_item and target_item are the same item');
   const from = { network: input.source_item.item_network, domain: input.source_item.item_domain };
   const to = { network: input.target_item.item_network, domain: input.target_item.item_domain };
   if (!interactionAllowed(network, from, to, input.action_type)) {
     throw new ActionError(403, 'interaction_not_allowed', `${input.action_type} from ${from.network}/${from.domain} to ${to.network}/${to.domain} is not an allowed interaction`);
   }
-  if (input.source_item.item_id === input.target_item.item_id) throw new ActionError(400, 'self_action', 'source_item and target_item are the same item');
   const source = await loadItem(deps.pool, input.source_item, 'source_item');
   await loadItem(deps.pool, input.target_item, 'target_item');
   if (source.lifecycle_status !== 'live') throw new ActionError(409, 'source_not_live', `source_item is ${source.lifecycle_status}, not live`);
