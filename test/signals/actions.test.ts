@@ -6,7 +6,10 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readFile } from 'node:fs/promises';
 import { itemPerson } from '../../lib/clients/signals-client.ts';
+import { NETWORKS_DIR, parseNetwork } from '../../lib/network/config.ts';
+import { ActionError, performAction } from '../../lib/signals/actions.ts';
 import { codeOf, readOutbox, waitForMessage } from '../helpers/messages.ts';
 import { startTestPlatform, type TestAggregator, type TestPlatform } from '../helpers/platform.ts';
 
@@ -213,6 +216,52 @@ describe('action/perform', () => {
     const other = provider();
     await onboard(other, null);
     refused(await perform(apply(kiran, other, { guardian_otp: code })), 403, 'GUARDIAN_OTP_EXPIRED');
+  });
+
+  it('refuses a consent older than the network\'s current version (422)', async () => {
+    const file = JSON.parse(await readFile(`${NETWORKS_DIR}/local-discovery.json`, 'utf8'));
+    file.people.consent_version = 2;
+    const network = parseNetwork(file);
+    const target = provider();
+    await onboard(target, null);
+    const input = apply(asha, target) as unknown as Parameters<typeof performAction>[1];
+    const err = await performAction({ pool: platform.ctx.pool, pii: platform.ctx.pii, network }, input, { kind: 'api_key', keyId: 'k' }, undefined).catch((e) => e);
+    expect(err).toBeInstanceOf(ActionError);
+    expect(err).toMatchObject({ status: 422, code: 'consent_outdated', message: expect.stringContaining('consent') });
+  });
+
+  it('refuses acting as another user, an aggregator without its organisation, a disabled user and a stale session cookie', async () => {
+    const target = provider();
+    await onboard(target, null);
+    const ashaToken = await platform.ctx.tokens.issueUser(ashaUser, 300);
+    refused(await perform(apply(asha, target, { acting_as_user_id: itiUser }), { authorization: `Bearer ${ashaToken}` }), 403, 'not_allowed_to_act_as');
+    refused(await perform(apply(asha, target, { acting_as_user_id: ashaUser }), { authorization: `Bearer ${agg.token}` }), 400, 'acting_org_required');
+    refused(await perform(apply(asha, target), { cookie: 'ldp_session=expired-or-unknown' }), 401, 'invalid_session');
+    const gone = seeker();
+    const goneUser = await onboard(gone, { phone: '+919800011111' });
+    await platform.ctx.pool.query(`UPDATE signals.users SET status = 'disabled' WHERE user_id = $1`, [goneUser]);
+    refused(await perform(apply(gone, target)), 403, 'user_disabled');
+  });
+
+  it('refuses a minor without a guardian record, and locks guardian codes after 5 wrong tries', async () => {
+    const teen = seeker();
+    const teenUser = await onboard(teen, { phone: '+919800022222' });
+    await platform.ctx.pool.query('UPDATE signals.users SET age = 16, age_given_on = current_date WHERE user_id = $1', [teenUser]);
+    refused(await perform(apply(teen, iti)), 403, 'GUARDIAN_CONSENT_REQUIRED');
+
+    const signup = await request(base()).post('/api/v1/consent/u18/signup/guardian').set('x-api-key', key).send({
+      network: 'local-discovery', domain: 'seeker', phoneNumber: '+919800033333', age: 14,
+      guardianName: 'Ram Lal', guardianPhone: '+919800044444', guardianDeclarationAccepted: true,
+    });
+    expect(signup.status).toBe(201);
+    const young = seeker();
+    await onboard(young, { phone: '+919800033333' });
+    const code = codeOf(await waitForMessage(() => readOutbox(platform.dataDir), '+919800044444'));
+    const wrong = code === '000000' ? '111111' : '000000';
+    for (let i = 0; i < 5; i++) refused(await perform(apply(young, iti, { guardian_otp: wrong })), 403, 'GUARDIAN_OTP_INVALID');
+    const locked = await perform(apply(young, iti, { guardian_otp: code }));
+    refused(locked, 429, 'GUARDIAN_OTP_TOO_MANY_TRIES');
+    expect(Number(locked.headers['retry-after'])).toBeGreaterThan(0);
   });
 
   describe('status', () => {
