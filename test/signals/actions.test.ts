@@ -19,10 +19,10 @@ let agg: TestAggregator;
 const base = () => platform.url('signals');
 const INSTANCE = 'http://aggregator.example/participants';
 
-const seeker = (id = randomUUID(), state: Record<string, unknown> = { skills: ['electrician'], district: 'Kaithal', state: 'Haryana' }) => ({
+const seeker = (id: string = randomUUID(), state: Record<string, unknown> = { skills: ['electrician'], district: 'Kaithal', state: 'Haryana' }) => ({
   item_network: 'local-discovery', item_domain: 'seeker', item_type: 'seeker_profile', item_id: id, item_state: state,
 });
-const provider = (id = randomUUID()) => ({
+const provider = (id: string = randomUUID()) => ({
   item_network: 'local-discovery', item_domain: 'provider', item_type: 'facility', item_id: id,
   item_state: { name: 'ITI Kaithal', category: 'Education', district: 'Kaithal', state: 'Haryana', latitude: 29.8, longitude: 76.4 },
 });
