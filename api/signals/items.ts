@@ -57,7 +57,7 @@ export function itemRoutes(ctx: PlatformContext): Router {
     const [result, user] = await withTransaction(ctx.pool, async (client) => {
       const [r] = await upsertItems(client, ctx.network, [item]);
       const linked = person && r.outcome !== 'conflict'
-        ? await linkItemsToPeople(client, ctx.network.id, [{ itemId: item_id, domain: item.item_domain, createdBy: item.created_by ?? null, person }])
+        ? await linkItemsToPeople(client, ctx.network.id, [{ itemId: item_id, domain: item.item_domain, createdBy: item.created_by ?? null, person, age: item.item_state.age }])
         : undefined;
       return [r, linked?.get(item_id)] as const;
     });
@@ -88,7 +88,7 @@ export function itemRoutes(ctx: PlatformContext): Router {
     const [stored, linked] = await withTransaction(ctx.pool, async (client) => {
       const upserted = new Map((await upsertItems(client, ctx.network, valid)).map((r) => [r.item_id, r]));
       const links = valid.filter((i) => people.has(i.item_id) && upserted.get(i.item_id)?.outcome !== 'conflict')
-        .map((i) => ({ itemId: i.item_id, domain: i.item_domain, createdBy: i.created_by ?? null, person: people.get(i.item_id)! }));
+        .map((i) => ({ itemId: i.item_id, domain: i.item_domain, createdBy: i.created_by ?? null, person: people.get(i.item_id)!, age: i.item_state.age }));
       return [upserted, await linkItemsToPeople(client, ctx.network.id, links)] as const;
     });
     for (const r of results) if (!r.outcome) Object.assign(r, stored.get(r.item_id as string), userFields(linked.get(r.item_id as string)));

@@ -196,14 +196,15 @@ export function itemPersonProblem(pii: PiiCrypto, person: ItemPerson): string | 
 
 /**
  * Links each item to the user of its person: the user holding the phone or e-mail index, or a new
- * active user made from the person's ciphertexts (created_by the item's creator). Inside the
+ * active user made from the person's ciphertexts (created_by the item's creator; its age from the
+ * item's public `age` field when the domain has one). Inside the
  * caller's transaction, after the items are stored.
  * @returns per item id: the user id and whether the user was created.
  */
 export async function linkItemsToPeople(
   db: Queryable,
   network: string,
-  links: { itemId: string; domain: string; createdBy: string | null; person: ItemPerson }[],
+  links: { itemId: string; domain: string; createdBy: string | null; person: ItemPerson; age?: unknown }[],
 ): Promise<Map<string, { userId: string; created: boolean }>> {
   const linked = new Map<string, { userId: string; created: boolean }>();
   for (const link of links) {
@@ -212,6 +213,7 @@ export async function linkItemsToPeople(
       name_encrypted: p.name_encrypted ?? null, phone_encrypted: p.phone_encrypted ?? null, email_encrypted: p.email_encrypted ?? null,
       phone_index: p.phone_index ? Buffer.from(p.phone_index, 'hex') : null, email_index: p.email_index ? Buffer.from(p.email_index, 'hex') : null,
       network, domain: link.domain, status: 'active', createdBy: link.createdBy ?? 'items',
+      age: Number.isInteger(link.age) && (link.age as number) >= 0 && (link.age as number) <= 120 ? link.age as number : null,
     });
     await db.query('UPDATE signals.items SET user_id = $2 WHERE item_id = $1 AND user_id IS DISTINCT FROM $2', [link.itemId, user.user_id]);
     linked.set(link.itemId, { userId: user.user_id, created });

@@ -244,9 +244,10 @@ describe('action/perform', () => {
   });
 
   it('refuses a minor without a guardian record, and locks guardian codes after 5 wrong tries', async () => {
-    const teen = seeker();
+    // The user created for an onboarded participant takes the age of its item's public `age` field.
+    const teen = seeker(randomUUID(), { skills: ['tailoring'], district: 'Kaithal', state: 'Haryana', age: 16 });
     const teenUser = await onboard(teen, { phone: '+919800022222' });
-    await platform.ctx.pool.query('UPDATE signals.users SET age = 16, age_given_on = current_date WHERE user_id = $1', [teenUser]);
+    expect((await platform.ctx.pool.query('SELECT age FROM signals.users WHERE user_id = $1', [teenUser])).rows[0].age).toBe(16);
     refused(await perform(apply(teen, iti)), 403, 'GUARDIAN_CONSENT_REQUIRED');
 
     const signup = await request(base()).post('/api/v1/consent/u18/signup/guardian').set('x-api-key', key).send({
