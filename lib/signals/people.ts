@@ -4,6 +4,7 @@
  * phone and the lower-cased e-mail (DESIGN.md "Data rules", lib/platform/crypto.ts), unique across
  * the platform: one person, one user, however many aggregators know them.
  */
+import { randomUUID } from 'node:crypto';
 import { parsePhoneNumberFromString, type CountryCode } from 'libphonenumber-js/max';
 import type { PiiCrypto } from '../platform/crypto.ts';
 import type { Queryable } from '../platform/db.ts';
@@ -195,11 +196,12 @@ export function itemPersonProblem(pii: PiiCrypto, person: ItemPerson): string | 
 }
 
 /**
- * Links each item to the user of its person: the user holding the phone or e-mail index, or a new
- * active user made from the person's ciphertexts (created_by the item's creator; its age from the
- * item's public `age` field when the domain has one). Inside the
- * caller's transaction, after the items are stored.
- * @returns per item id: the user id and whether the user was created.
+ * Links each item to the user of its person: the user holding the phone or the e-mail index (phone
+ * first), or a new active user made from the person's ciphertexts (created_by the item's creator;
+ * its age from the item's public `age` field when the domain has one). Items of one call naming the
+ * same phone or e-mail share one new user. Set-based (a few statements whatever the number of
+ * items), inside the caller's transaction, after the items are stored.
+ * @returns per item id: the user id and whether the user was created by this call.
  */
 export async function linkItemsToPeople(
   db: Queryable,
@@ -207,16 +209,65 @@ export async function linkItemsToPeople(
   links: { itemId: string; domain: string; createdBy: string | null; person: ItemPerson; age?: unknown }[],
 ): Promise<Map<string, { userId: string; created: boolean }>> {
   const linked = new Map<string, { userId: string; created: boolean }>();
+  if (links.length === 0) return linked;
+  const keyOf = (kind: 'phone' | 'email', hex: string | undefined) => (hex ? `${kind}:${hex.toLowerCase()}` : undefined);
+  const keysOf = (p: ItemPerson) => [keyOf('phone', p.phone_index), keyOf('email', p.email_index)].filter((k): k is string => Boolean(k));
+  const owners = new Map<string, { userId: string; created: boolean }>();
+  const lookUp = async (keys: string[]) => {
+    const phones = keys.filter((k) => k.startsWith('phone:')).map((k) => Buffer.from(k.slice(6), 'hex'));
+    const emails = keys.filter((k) => k.startsWith('email:')).map((k) => Buffer.from(k.slice(6), 'hex'));
+    const { rows } = await db.query<{ user_id: string; phone_index: Buffer | null; email_index: Buffer | null }>(
+      `SELECT user_id, phone_index, email_index FROM signals.users WHERE phone_index = ANY($1::bytea[]) OR email_index = ANY($2::bytea[])`,
+      [phones, emails]);
+    for (const r of rows) {
+      for (const k of [keyOf('phone', r.phone_index?.toString('hex')), keyOf('email', r.email_index?.toString('hex'))]) {
+        if (k && !owners.has(k)) owners.set(k, { userId: r.user_id, created: false });
+      }
+    }
+  };
+  await lookUp([...new Set(links.flatMap((l) => keysOf(l.person)))]);
+
+  // People no user holds yet: one new user per person (items sharing a phone or e-mail share it).
+  const fresh: { user_id: string; link: (typeof links)[number] }[] = [];
   for (const link of links) {
-    const p = link.person;
-    const { user, created } = await findOrCreateUser(db, {
-      name_encrypted: p.name_encrypted ?? null, phone_encrypted: p.phone_encrypted ?? null, email_encrypted: p.email_encrypted ?? null,
-      phone_index: p.phone_index ? Buffer.from(p.phone_index, 'hex') : null, email_index: p.email_index ? Buffer.from(p.email_index, 'hex') : null,
-      network, domain: link.domain, status: 'active', createdBy: link.createdBy ?? 'items',
-      age: Number.isInteger(link.age) && (link.age as number) >= 0 && (link.age as number) <= 120 ? link.age as number : null,
-    });
-    await db.query('UPDATE signals.items SET user_id = $2 WHERE item_id = $1 AND user_id IS DISTINCT FROM $2', [link.itemId, user.user_id]);
-    linked.set(link.itemId, { userId: user.user_id, created });
+    const keys = keysOf(link.person);
+    if (keys.some((k) => owners.has(k))) continue;
+    const userId = randomUUID();
+    for (const k of keys) owners.set(k, { userId, created: true });
+    fresh.push({ user_id: userId, link });
   }
+  if (fresh.length) {
+    const ageOf = (a: unknown) => (Number.isInteger(a) && (a as number) >= 0 && (a as number) <= 120 ? a as number : null);
+    const { rows } = await db.query<{ user_id: string }>(
+      `INSERT INTO signals.users (user_id, network, domain, name_encrypted, phone_encrypted, email_encrypted, phone_index, email_index,
+         age, age_given_on, status, created_by)
+       SELECT x.user_id, $2, x.domain, x.name_encrypted, x.phone_encrypted, x.email_encrypted, decode(x.phone_index, 'hex'),
+              decode(x.email_index, 'hex'), x.age, CASE WHEN x.age IS NOT NULL THEN current_date END, 'active', x.created_by
+         FROM json_to_recordset($1::json) AS x(user_id uuid, domain text, name_encrypted text, phone_encrypted text, email_encrypted text,
+           phone_index text, email_index text, age integer, created_by text)
+       ON CONFLICT DO NOTHING RETURNING user_id`,
+      [JSON.stringify(fresh.map(({ user_id, link: { person: p, ...l } }) => ({
+        user_id, domain: l.domain, name_encrypted: p.name_encrypted ?? null, phone_encrypted: p.phone_encrypted ?? null,
+        email_encrypted: p.email_encrypted ?? null, phone_index: p.phone_index?.toLowerCase() ?? null, email_index: p.email_index?.toLowerCase() ?? null,
+        age: ageOf(l.age), created_by: l.createdBy ?? 'items',
+      }))), network]);
+    const inserted = new Set(rows.map((r) => r.user_id));
+    const lost = fresh.filter((f) => !inserted.has(f.user_id));
+    if (lost.length) {
+      // Taken meanwhile by a concurrent writer (the unique indexes are the final guard): use its user.
+      const keys = lost.flatMap((f) => keysOf(f.link.person));
+      for (const k of keys) owners.delete(k);
+      await lookUp(keys);
+    }
+  }
+  for (const link of links) {
+    const owner = keysOf(link.person).map((k) => owners.get(k)).find(Boolean);
+    if (!owner) throw new Error(`no user for the person of item ${link.itemId}`);
+    linked.set(link.itemId, owner);
+  }
+  await db.query(
+    `UPDATE signals.items i SET user_id = x.user_id FROM unnest($1::uuid[], $2::uuid[]) AS x(item_id, user_id)
+      WHERE i.item_id = x.item_id AND i.user_id IS DISTINCT FROM x.user_id`,
+    [[...linked.keys()], [...linked.values()].map((o) => o.userId)]);
   return linked;
 }

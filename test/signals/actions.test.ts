@@ -85,6 +85,16 @@ describe('items linked to people', () => {
     expect(batch.body.results[3]).toMatchObject({ user_created: true, user_id: expect.any(String) });
     const { rows } = await platform.ctx.pool.query('SELECT count(*)::int AS n FROM signals.users');
     expect(rows[0].n).toBe(3);
+
+    // Two items of one batch naming the same new person share one new user.
+    const twins = await request(base()).post('/api/v1/items/batch').set('x-api-key', key).send({ items: [
+      { ...seeker(), person: itemPerson(platform.ctx.pii, { name: 'Twin', phone: '+919811111111' }) },
+      { ...seeker(), person: itemPerson(platform.ctx.pii, { phone: '+919811111111', email: 'twin@example.in' }) },
+    ] });
+    expect(twins.body.results[0].user_id).toBe(twins.body.results[1].user_id);
+    const { rows: [twin] } = await platform.ctx.pool.query('SELECT name_encrypted, created_by FROM signals.users WHERE user_id = $1', [twins.body.results[0].user_id]);
+    expect(platform.ctx.pii.decrypt(twin.name_encrypted)).toBe('Twin');
+    expect((await platform.ctx.pool.query('SELECT count(*)::int AS n FROM signals.users')).rows[0].n).toBe(4);
   });
 });
 
