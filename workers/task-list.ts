@@ -13,6 +13,7 @@ import { searchIndexItems } from '../tasks/search-index-items.ts';
 import { RECONCILE_TASK, searchReconcile } from '../tasks/search-reconcile.ts';
 import { SEND_MESSAGE_TASK } from '../lib/signals/messages.ts';
 import { signalsSendMessage } from '../tasks/signals-send-message.ts';
+import { PRUNE_TASK, signalsPrune } from '../tasks/signals-prune.ts';
 
 export function createTaskList(ctx: PlatformContext): TaskList {
   return {
@@ -22,5 +23,6 @@ export function createTaskList(ctx: PlatformContext): TaskList {
     [SEARCH_INDEX_TASK]: searchIndexItems(ctx),
     [RECONCILE_TASK]: searchReconcile(ctx),
     [SEND_MESSAGE_TASK]: signalsSendMessage(ctx),
+    [PRUNE_TASK]: signalsPrune(ctx),
   };
 }

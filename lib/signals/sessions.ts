@@ -88,3 +88,19 @@ export async function findLoginFlow(db: Queryable, state: string): Promise<Login
 export async function finishLoginFlow(db: Queryable, flowId: string): Promise<void> {
   await db.query('UPDATE signals.login_flows SET used_at = now() WHERE flow_id = $1', [flowId]);
 }
+
+/**
+ * Deletes what no longer serves: one-time codes and wrong tries older than a day (the send and try
+ * limits look back an hour at most), login flows expired a day ago, and sessions expired or revoked
+ * more than 30 days ago (kept that long for audit).
+ * @returns rows deleted per table.
+ */
+export async function prunePeopleRecords(db: Queryable): Promise<Record<string, number>> {
+  const run = async (sql: string) => (await db.query(sql)).rowCount ?? 0;
+  return {
+    one_time_codes: await run(`DELETE FROM signals.one_time_codes WHERE created_at < now() - interval '1 day'`),
+    one_time_code_failures: await run(`DELETE FROM signals.one_time_code_failures WHERE failed_at < now() - interval '1 day'`),
+    login_flows: await run(`DELETE FROM signals.login_flows WHERE expires_at < now() - interval '1 day'`),
+    sessions: await run(`DELETE FROM signals.sessions WHERE coalesce(revoked_at, expires_at) < now() - interval '30 days'`),
+  };
+}

@@ -4,6 +4,7 @@
  */
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { enqueue } from '../../lib/platform/jobs.ts';
 import { codeOf, readOutbox, waitForMessage } from '../helpers/messages.ts';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.ts';
 
@@ -125,5 +126,22 @@ describe('auth group', () => {
     expect(badPhone.status).toBe(400);
     const loggedOut = await request(base()).post('/api/v1/auth/session/logout');
     expect(loggedOut.body).toEqual({ ok: true, revoked: false });
+  });
+
+  it('prunes expired codes, login flows and old sessions in the signals-prune task (real worker)', async () => {
+    const db = platform.ctx.pool;
+    await db.query(`UPDATE signals.one_time_codes SET created_at = now() - interval '2 days'`);
+    await db.query(`UPDATE signals.login_flows SET expires_at = now() - interval '2 days'`);
+    await db.query(`UPDATE signals.sessions SET revoked_at = now() - interval '31 days' WHERE revoked_at IS NOT NULL`);
+    const counts = async () => (await db.query(`SELECT (SELECT count(*) FROM signals.one_time_codes)::int AS codes,
+      (SELECT count(*) FROM signals.login_flows)::int AS flows, (SELECT count(*) FROM signals.sessions WHERE revoked_at IS NOT NULL)::int AS revoked`)).rows[0];
+    expect(await counts()).not.toEqual({ codes: 0, flows: 0, revoked: 0 });
+    await enqueue(db, { task: 'signals-prune', payload: {} });
+    const deadline = Date.now() + 20_000;
+    while ((await db.query(`SELECT 1 FROM graphile_worker.jobs WHERE task_identifier = 'signals-prune'`)).rowCount && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(await counts()).toEqual({ codes: 0, flows: 0, revoked: 0 });
+    expect((await db.query('SELECT count(*)::int AS n FROM signals.sessions WHERE revoked_at IS NULL')).rows[0].n).toBeGreaterThan(0);
   });
 });
