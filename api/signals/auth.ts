@@ -20,6 +20,7 @@ import { z } from 'zod';
 import type { PlatformContext } from '../../lib/context.ts';
 import { withTransaction } from '../../lib/platform/db.ts';
 import { enqueueMessage } from '../../lib/signals/messages.ts';
+import { createRateLimit } from '../../lib/signals/rate-limits.ts';
 import { consumeCode, createCode, OneTimeCodeError } from '../../lib/signals/one-time-codes.ts';
 import {
   contactKeys, encryptPerson, findOrCreateUser, findUserByKeys, getUserProfile, normaliseEmail, normalisePhone, type Contact,
@@ -57,6 +58,8 @@ const wantsJson = (req: Request) => req.accepts(['html', 'json']) === 'json';
 export function authRoutes(ctx: PlatformContext): Router {
   const router = Router();
   const region = ctx.network.defaultPhoneRegion;
+  // Code logins started per client IP and hour (each user also gets at most 3 codes an hour).
+  const loginPerIp = createRateLimit(ctx.pool, 'login-ip', ctx.config.SIGNUP_LIMIT_PER_IP * 2, 3600);
   const oidcEnabled = Boolean(ctx.config.OIDC_CLIENT_ID && ctx.config.OIDC_ISSUER);
   const callbackUrl = () => ctx.config.OIDC_REDIRECT_URL ?? new URL('/api/v1/auth/session/callback', ctx.urls.signals).href;
   let oidcConfig: Promise<oidc.Configuration> | undefined;
@@ -133,6 +136,7 @@ ${returnTo ? `<input type="hidden" name="return_to" value="${escape(returnTo)}">
       if (!phone) throw new HttpError(400, 'phoneNumber: not a valid phone number', { code: 'invalid_request' });
       contact.phone = phone;
     }
+    await loginPerIp.consume(req.ip ?? 'unknown').catch((err) => { throw asHttp(err); });
     // The same answer whether or not the contact is registered (no account enumeration).
     const flow = await withTransaction(ctx.pool, async (client) => {
       const user = await findUserByKeys(client, contactKeys(ctx.pii, contact));

@@ -4,6 +4,9 @@
  * It declares the participant domains (each with one item type and a JSON Schema, draft 2020-12),
  * `csv_array_delimiter`, registration modes, aggregator types (which domains each may onboard),
  * go-live rules and the interaction matrix. Each participant schema is compiled once with Ajv.
+ * Actions that can be performed declare their statuses, the status at which contact details are
+ * revealed and a JSON Schema of their requirements; `people` holds the guardian consent age and the
+ * current consent version (issue 7; docs/decisions.md "People, consent and actions").
  *
  * Field annotations read from the schemas (besides the standard `title`, `description`, `examples`):
  * - `x-identity`: "name" | "phone" | "email" — identity fields, encrypted at rest (DESIGN.md data rules)

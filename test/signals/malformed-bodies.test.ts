@@ -11,7 +11,7 @@ let platform: TestPlatform;
 let key: string;
 
 beforeAll(async () => {
-  platform = await startTestPlatform({ services: ['signals'], env: { HTTP_BODY_LIMIT: '64kb' } });
+  platform = await startTestPlatform({ services: ['signals'], env: { HTTP_BODY_LIMIT: '64kb', SIGNUP_LIMIT_PER_IP: '1' } });
   key = await platform.apiKey('signals');
 });
 afterAll(() => platform.stop());
@@ -60,5 +60,22 @@ describe('malformed bodies', () => {
       expect(cb.status, q).toBeGreaterThanOrEqual(400);
       expect(cb.status, q).toBeLessThan(500);
     }
+  });
+
+  // Last: valid requests that count against the per-IP limits (SIGNUP_LIMIT_PER_IP=1 here).
+  it('limits signups per client IP and code logins per client IP (429 with Retry-After)', async () => {
+    const signup = (email: string) => request(platform.url('signals')).post('/api/v1/auth/signup').set('x-api-key', key).send({ name: 'A', email });
+    expect((await signup('first@example.in')).status).toBe(201);
+    const limited = await signup('second@example.in');
+    expect(limited.status).toBe(429);
+    expect(limited.body).toEqual({ code: 'RATE_LIMITED', error: 'Too Many Requests', message: expect.any(String) });
+    expect(Number(limited.headers['retry-after'])).toBeGreaterThan(0);
+
+    const login = () => request(platform.url('signals')).get('/api/v1/auth/session/login').query({ email: 'first@example.in' }).set('accept', 'application/json');
+    expect((await login()).status).toBe(202);
+    expect((await login()).status).toBe(202);
+    const tooMany = await login();
+    expect(tooMany.status).toBe(429);
+    expect(tooMany.body).toEqual({ error: 'RATE_LIMITED', message: expect.any(String) });
   });
 });
