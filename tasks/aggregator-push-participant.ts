@@ -11,7 +11,7 @@ import type { Task } from 'graphile-worker';
 import type { PlatformContext } from '../lib/context.ts';
 import { enqueueDashboardRefresh } from '../lib/aggregator/dashboard.ts';
 import { participantItem, recordLifecycle } from '../lib/aggregator/participants.ts';
-import { createSignalsClient } from '../lib/clients/signals-client.ts';
+import { createSignalsClient, itemPerson } from '../lib/clients/signals-client.ts';
 import { withTransaction } from '../lib/platform/db.ts';
 
 interface StoredParticipant {
@@ -43,7 +43,8 @@ export function aggregatorPushParticipant(ctx: PlatformContext): Task {
     const item = participantItem(ctx.network, domain, participantId, { profile, identity, locations: p.locations },
       { createdBy: `aggregator:${p.aggregator_id}`, instanceUrl: ctx.urls.aggregator });
     const signals = createSignalsClient({ baseUrl: ctx.urls.signals, apiKey: ctx.internalApiKey, maxBodyBytes: ctx.config.HTTP_BODY_LIMIT });
-    const [answer] = await signals.pushItems([item]);
+    // The item names its person (ciphertexts and blind indexes only), so signals links it to the person's user.
+    const [answer] = await signals.pushItems([{ ...item, person: itemPerson(ctx.pii, identity) }]);
     await withTransaction(ctx.pool, async (client) => {
       if (answer.outcome === 'invalid' || answer.outcome === 'conflict' || !answer.lifecycle_status) {
         ctx.logger.warn({ participantId, answer }, 'signals refused a registered participant');

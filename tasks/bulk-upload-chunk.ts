@@ -31,7 +31,7 @@ import {
   bulkParticipantId, deleteParticipants, findRegistered, insertParticipants, participantItem, participantKeys,
   recordLifecycle, type NewParticipant,
 } from '../lib/aggregator/participants.ts';
-import { createSignalsClient, MAX_ITEMS_PER_REQUEST } from '../lib/clients/signals-client.ts';
+import { createSignalsClient, itemPerson, MAX_ITEMS_PER_REQUEST } from '../lib/clients/signals-client.ts';
 import { keyFields, registeredReasons, repeatReasons } from '../lib/aggregator/bulk/duplicates.ts';
 import type { StagedRow } from './bulk-upload-stage.ts';
 
@@ -165,7 +165,8 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
      * `participantItem` in `store`), then signals' answers sorted into refused and re-statused.
      */
     const pushToSignals = async (stored: Candidate[]): Promise<void> => {
-      const answers = await signals.pushItems(stored.map((c) => c.item));
+      // Each item names its person (ciphertexts and blind indexes only), so signals links it to the person's user.
+      const answers = await signals.pushItems(stored.map((c) => ({ ...c.item, person: itemPerson(ctx.pii, c.participant.identity) })));
       stored.forEach((c, i) => {
         const answer = answers[i];
         if (answer.outcome === 'invalid' || answer.outcome === 'conflict' || !answer.lifecycle_status) {

@@ -9,4 +9,6 @@ export const crontab = [
   '17 * * * * aggregator-clean-rate-limits ?max=1&jobKey=aggregator-clean-rate-limits&priority=20',
   // Aggregator dashboards: recompute rollups older than DASHBOARD_TTL_SECONDS (tasks/aggregator-dashboard-refresh.ts).
   '*/5 * * * * aggregator-dashboards-refresh ?max=1&jobKey=aggregator-dashboards-refresh&priority=20',
+  // People: delete expired one-time codes, login flows and old sessions (tasks/signals-prune.ts).
+  '17 3 * * * signals-prune ?max=3&jobKey=signals-prune&priority=30',
 ].join('\n');

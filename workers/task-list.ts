@@ -28,6 +28,9 @@ import { aggregatorDashboardRefresh, aggregatorDashboardsRefresh } from '../task
 import { DISPATCH_TASK as VOICE_DISPATCH_TASK, EXPORT_TASK as VOICE_EXPORT_TASK } from '../lib/aggregator/voice/jobs.ts';
 import { voiceDispatchChunk } from '../tasks/voice-dispatch-chunk.ts';
 import { voiceExport } from '../tasks/voice-export.ts';
+import { SEND_MESSAGE_TASK } from '../lib/signals/messages.ts';
+import { signalsSendMessage } from '../tasks/signals-send-message.ts';
+import { PRUNE_TASK, signalsPrune } from '../tasks/signals-prune.ts';
 
 export function createTaskList(ctx: PlatformContext): TaskList {
   return {
@@ -47,5 +50,7 @@ export function createTaskList(ctx: PlatformContext): TaskList {
     [DASHBOARDS_REFRESH_TASK]: aggregatorDashboardsRefresh(ctx),
     [VOICE_DISPATCH_TASK]: voiceDispatchChunk(ctx),
     [VOICE_EXPORT_TASK]: voiceExport(ctx),
+    [SEND_MESSAGE_TASK]: signalsSendMessage(ctx),
+    [PRUNE_TASK]: signalsPrune(ctx),
   };
 }

@@ -9,11 +9,17 @@ import { discoverRoutes } from './discover.ts';
 import { itemRoutes } from './items.ts';
 import { matchScoreRoutes } from './match-score.ts';
 import { supportRoutes } from './support.ts';
+import { actionRoutes } from './actions.ts';
+import { authRoutes } from './auth.ts';
+import { peopleRoutes, useShapeB } from './people.ts';
 
 export function createSignalsApp(ctx: PlatformContext): Express {
   const app = createServiceApp(ctx, 'signals', { jsonParsers: { '/api/v1/support': supportJsonParser() } });
+  useShapeB(app);
   app.use(healthRoutes(ctx, 'signals'));
+  app.use('/api/v1', authRoutes(ctx)); // the auth group needs no API key (browsers hold none)
   app.use('/api/v1', apiKeyAuth(ctx, 'signals'));
+  app.use('/api/v1', peopleRoutes(ctx), actionRoutes(ctx));
   app.use('/api/v1', itemRoutes(ctx));
   app.use('/api/v1', discoverRoutes(ctx));
   app.use('/api/v1', matchScoreRoutes(ctx));

@@ -6,6 +6,8 @@
  * - `GET  /api/v1/items/{item_id}`          one item record
  * - `POST /api/v1/items/{item_id}/lifecycle` {lifecycle_status} explicit move (draft, live, paused, retired)
  * - `GET  /api/v1/items?after=&limit=`      items changed since a cursor, oldest first (reconciliation feed)
+ * An upserted item may carry `person` (ciphertexts and blind indexes only, lib/signals/people.ts
+ * `ItemPerson`): the item is then linked to that person's user, found or created (issue 7).
  */
 import { Router } from 'express';
 import { z } from 'zod';
@@ -15,13 +17,25 @@ import {
   createItemStateValidators, getItem, itemInputProblem, itemInputSchema, LifecycleError, LIFECYCLE_STATUSES,
   listItemsChangedSince, setLifecycleStatus, upsertItems,
 } from '../../lib/network/items.ts';
+import { itemPersonProblem, linkItemsToPeople, type ItemPerson } from '../../lib/signals/people.ts';
 import { HttpError } from '../http/errors.ts';
 import { parse } from '../http/validation.ts';
 
 export const MAX_BATCH_ITEMS = 1000;
 
+/** The user fields of an item result when the item was linked to a person's user. */
+const userFields = (u: { userId: string; created: boolean } | undefined) => (u ? { user_id: u.userId, user_created: u.created } : {});
+
 const idParam = z.object({ item_id: z.uuid() });
 const batchSchema = z.object({ items: z.array(z.unknown()).min(1).max(MAX_BATCH_ITEMS) });
+const hex32 = z.string().regex(/^[0-9a-fA-F]{64}$/, 'expected the 32-byte blind index in hex');
+const personSchema = z.strictObject({
+  name_encrypted: z.string().min(1).max(2000).optional(),
+  phone_encrypted: z.string().min(1).max(2000).optional(),
+  email_encrypted: z.string().min(1).max(2000).optional(),
+  phone_index: hex32.optional(),
+  email_index: hex32.optional(),
+});
 const lifecycleSchema = z.object({ lifecycle_status: z.enum(LIFECYCLE_STATUSES) });
 const feedSchema = z.object({
   after: z.string().refine((cursor) => {
@@ -41,36 +55,60 @@ export function itemRoutes(ctx: PlatformContext): Router {
     if (item.item_id !== item_id) throw new HttpError(400, 'item_id in the body differs from the path');
     const problem = itemInputProblem(ctx.network, validators, item);
     if (problem) throw new HttpError(400, problem);
-    const [result] = await withTransaction(ctx.pool, (client) => upsertItems(client, ctx.network, [item]));
+    const person = personOf(req.body?.person);
+    if (typeof person === 'string') throw new HttpError(400, person);
+    const [result, user] = await withTransaction(ctx.pool, async (client) => {
+      const [r] = await upsertItems(client, ctx.network, [item]);
+      const linked = person && r.outcome !== 'conflict'
+        ? await linkItemsToPeople(client, ctx.network.id, [{ itemId: item_id, domain: item.item_domain, createdBy: item.created_by ?? null, person, age: item.item_state.age }])
+        : undefined;
+      return [r, linked?.get(item_id)] as const;
+    });
     if (result.outcome === 'conflict') throw new HttpError(409, result.message!);
-    res.status(result.outcome === 'created' ? 201 : 200).json({ ...result, item: await getItem(ctx.pool, item_id) });
+    res.status(result.outcome === 'created' ? 201 : 200).json({ ...result, ...userFields(user), item: await getItem(ctx.pool, item_id) });
   });
 
   router.post('/items/batch', async (req, res) => {
     const { items } = parse(batchSchema, req.body);
     const seen = new Set<string>();
     const valid: z.infer<typeof itemInputSchema>[] = [];
+    const people = new Map<string, ItemPerson>();
     const results: Record<string, unknown>[] = items.map((raw, index) => {
       const parsed = itemInputSchema.safeParse(raw);
       if (!parsed.success) {
         return { index, outcome: 'invalid', message: parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') };
       }
+      const person = personOf((raw as { person?: unknown }).person);
       const problem = itemInputProblem(ctx.network, validators, parsed.data)
-        ?? (seen.has(parsed.data.item_id) ? 'item_id repeated in this batch' : null);
+        ?? (seen.has(parsed.data.item_id) ? 'item_id repeated in this batch' : null)
+        ?? (typeof person === 'string' ? person : null);
       if (problem) return { index, item_id: parsed.data.item_id, outcome: 'invalid', message: problem };
       seen.add(parsed.data.item_id);
+      if (person && typeof person !== 'string') people.set(parsed.data.item_id, person);
       valid.push(parsed.data);
       return { index, item_id: parsed.data.item_id };
     });
-    const stored = new Map((await withTransaction(ctx.pool, (client) => upsertItems(client, ctx.network, valid)))
-      .map((r) => [r.item_id, r]));
-    for (const r of results) if (!r.outcome) Object.assign(r, stored.get(r.item_id as string));
+    const [stored, linked] = await withTransaction(ctx.pool, async (client) => {
+      const upserted = new Map((await upsertItems(client, ctx.network, valid)).map((r) => [r.item_id, r]));
+      const links = valid.filter((i) => people.has(i.item_id) && upserted.get(i.item_id)?.outcome !== 'conflict')
+        .map((i) => ({ itemId: i.item_id, domain: i.item_domain, createdBy: i.created_by ?? null, person: people.get(i.item_id)!, age: i.item_state.age }));
+      return [upserted, await linkItemsToPeople(client, ctx.network.id, links)] as const;
+    });
+    for (const r of results) if (!r.outcome) Object.assign(r, stored.get(r.item_id as string), userFields(linked.get(r.item_id as string)));
     const count = (o: string) => results.filter((r) => r.outcome === o).length;
     res.json({
       results,
       summary: { total: results.length, created: count('created'), updated: count('updated'), unchanged: count('unchanged'), conflict: count('conflict'), invalid: count('invalid') },
     });
   });
+
+  /** The item's `person`, parsed and checked; a string says why it is refused. */
+  function personOf(raw: unknown): ItemPerson | string | undefined {
+    if (raw === undefined || raw === null) return undefined;
+    const parsed = personSchema.safeParse(raw);
+    if (!parsed.success) return `person: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'} ${i.message}`).join('; ')}`;
+    return itemPersonProblem(ctx.pii, parsed.data) ?? parsed.data;
+  }
 
   router.get('/items/:item_id', async (req, res) => {
     const { item_id } = parse(idParam, req.params, 'path');

@@ -5,8 +5,38 @@
  * Items go to `POST /api/v1/items/batch` (api/signals/items.ts): at most 1000 items and at most
  * the configured body size per request, one result per item.
  */
+import type { PiiCrypto } from '../platform/crypto.ts';
 import type { ItemInput, LifecycleStatus } from '../network/items.ts';
 import { requestIdHeader } from '../platform/request-context.ts';
+
+/**
+ * The person an item belongs to, as signals takes it (api/signals/items.ts): ciphertexts and hex
+ * blind indexes of the platform's PII crypto only, never plaintext. Signals links the item to the
+ * user holding the phone or e-mail index, or creates that user.
+ */
+export interface ItemPerson {
+  name_encrypted?: string;
+  phone_encrypted?: string;
+  email_encrypted?: string;
+  phone_index?: string;
+  email_index?: string;
+}
+
+/** An item pushed to signals, optionally with its person. */
+export type PushedItem = ItemInput & { person?: ItemPerson };
+
+/**
+ * The `person` of an item from a participant's identity (phone in E.164, e-mail lower-cased, as
+ * the aggregator coerced them), or undefined when it has neither phone nor e-mail.
+ */
+export function itemPerson(pii: PiiCrypto, identity: { name?: string; phone?: string; email?: string }): ItemPerson | undefined {
+  if (!identity.phone && !identity.email) return undefined;
+  return {
+    ...(identity.name ? { name_encrypted: pii.encrypt(identity.name) } : {}),
+    ...(identity.phone ? { phone_encrypted: pii.encrypt(identity.phone), phone_index: pii.blindIndex('phone', identity.phone).toString('hex') } : {}),
+    ...(identity.email ? { email_encrypted: pii.encrypt(identity.email), email_index: pii.blindIndex('email', identity.email).toString('hex') } : {}),
+  };
+}
 
 /** Signals' per-item answer of a batch upsert. */
 export interface ItemPushResult {
@@ -14,6 +44,9 @@ export interface ItemPushResult {
   outcome: 'created' | 'updated' | 'unchanged' | 'conflict' | 'invalid';
   lifecycle_status?: LifecycleStatus;
   message?: string;
+  /** When the item carried a person: the user it is linked to, and whether signals created it. */
+  user_id?: string;
+  user_created?: boolean;
 }
 
 /**
@@ -31,7 +64,7 @@ export interface SignalsClient {
    * (signals answers `unchanged`), so a failed call may simply be repeated.
    * @throws SignalsUnavailableError
    */
-  pushItems(items: ItemInput[]): Promise<ItemPushResult[]>;
+  pushItems(items: PushedItem[]): Promise<ItemPushResult[]>;
 }
 
 export const MAX_ITEMS_PER_REQUEST = 1000;

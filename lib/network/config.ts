@@ -4,6 +4,9 @@
  * It declares the participant domains (each with one item type and a JSON Schema, draft 2020-12),
  * `csv_array_delimiter`, registration modes, aggregator types (which domains each may onboard),
  * go-live rules and the interaction matrix. Each participant schema is compiled once with Ajv.
+ * Actions that can be performed declare their statuses, the status at which contact details are
+ * revealed and a JSON Schema of their requirements; `people` holds the guardian consent age and the
+ * current consent version (issue 7; docs/decisions.md "People, consent and actions").
  *
  * Field annotations read from the schemas (besides the standard `title`, `description`, `examples`):
  * - `x-identity`: "name" | "phone" | "email" — identity fields, encrypted at rest (DESIGN.md data rules)
@@ -39,7 +42,25 @@ const networkFileSchema = z.object({
     go_live_required: z.array(z.string()),
     schema: z.record(z.string(), z.unknown()),
   })).refine((d) => Object.keys(d).length > 0, 'at least one domain'),
-  actions: z.record(z.string(), z.object({ interactions: z.array(z.object({ from: endpoint, to: endpoint })) })),
+  actions: z.record(z.string(), z.object({
+    interactions: z.array(z.object({ from: endpoint, to: endpoint })),
+    // People and actions (issue 7): an action type with `statuses` can be performed (POST /api/v1/action/perform).
+    label: z.string().min(1).optional(),
+    /** Status → the statuses it may move to, or terminal. The first status is where an action starts. */
+    statuses: z.record(z.string().regex(/^[a-z][a-z0-9_]*$/), z.object({
+      next: z.array(z.string()).default([]),
+      terminal: z.boolean().default(false),
+    })).optional(),
+    /** The status at which each side sees the other's contact details; set: consent is required to perform. */
+    reveals_pii_on_status: z.string().optional(),
+    /** JSON Schema (draft 2020-12) of `requirements_snapshot`. */
+    requirements_schema: z.record(z.string(), z.unknown()).optional(),
+  })),
+  /** People (issue 7): the age under which a guardian must consent, and the current consent version. */
+  people: z.object({
+    guardian_consent_age: z.number().int().min(1).max(120).default(18),
+    consent_version: z.number().int().min(1).default(1),
+  }).default({ guardian_consent_age: 18, consent_version: 1 }),
   // Issue 8: the aggregator registration schema, and the item type organisations are pushed to signals as.
   aggregator_registration: z.object({ version: z.string().min(1), schema: z.record(z.string(), z.unknown()) }).optional(),
   organisation: z.object({ domain: z.string().regex(/^[a-z][a-z0-9_]*$/), item_type: z.string().min(1), schema: z.record(z.string(), z.unknown()) }).optional(),
@@ -101,6 +122,9 @@ export interface Network {
   aggregatorRegistration?: { version: string; schema: Record<string, unknown>; validate: ValidateFunction };
   /** Organisations as items in signals: their item domain and type, and the item_state schema. */
   organisation?: { domain: string; itemType: string; schemaId: string; validate: ValidateFunction };
+  /** Ajv validators of the actions' `requirements_schema`, by action type (issue 7). */
+  actionRequirements: Map<string, ValidateFunction>;
+  people: NetworkFile['people'];
 }
 
 /** Thrown when a network file is missing or inconsistent; the message says where. */
@@ -195,7 +219,16 @@ export function parseNetwork(json: unknown, ajv = createAjv()): Network {
       if (!domains.has(domain)) throw new NetworkConfigError(`aggregator_types.${type}: unknown domain "${domain}"`);
     }
   }
+  const actionRequirements = new Map<string, ValidateFunction>();
   for (const [action, a] of Object.entries(file.actions)) {
+    checkActionStatuses(action, a);
+    if (a.requirements_schema) {
+      try {
+        actionRequirements.set(action, ajv.compile(a.requirements_schema));
+      } catch (err) {
+        throw new NetworkConfigError(`actions.${action}.requirements_schema: ${(err as Error).message}`);
+      }
+    }
     for (const i of a.interactions) {
       for (const end of [i.from, i.to]) {
         if (end.network === file.id && !domains.has(end.domain)) {
@@ -230,8 +263,26 @@ export function parseNetwork(json: unknown, ajv = createAjv()): Network {
     aggregatorRegistration, organisation,
     id: file.id, name: file.name, version: file.version, defaultPhoneRegion: file.default_phone_region,
     csvArrayDelimiter: file.csv_array_delimiter, registrationModes: file.registration_modes,
-    aggregatorTypes: file.aggregator_types, domains, actions: file.actions,
+    aggregatorTypes: file.aggregator_types, domains, actions: file.actions, actionRequirements, people: file.people,
   };
+}
+
+/** Checks an action's status graph: known targets, terminal statuses without moves, a reachable PII status. */
+function checkActionStatuses(action: string, a: NetworkFile['actions'][string]): void {
+  const where = `actions.${action}`;
+  if (!a.statuses) {
+    if (a.reveals_pii_on_status || a.requirements_schema) throw new NetworkConfigError(`${where}: reveals_pii_on_status and requirements_schema need statuses`);
+    return;
+  }
+  const names = Object.keys(a.statuses);
+  if (names.length === 0) throw new NetworkConfigError(`${where}.statuses: at least one status`);
+  for (const [status, s] of Object.entries(a.statuses)) {
+    if (s.terminal && s.next.length) throw new NetworkConfigError(`${where}.statuses.${status}: a terminal status has no next statuses`);
+    for (const n of s.next) if (!names.includes(n)) throw new NetworkConfigError(`${where}.statuses.${status}: unknown next status "${n}"`);
+  }
+  if (a.reveals_pii_on_status && !names.includes(a.reveals_pii_on_status)) {
+    throw new NetworkConfigError(`${where}.reveals_pii_on_status: unknown status "${a.reveals_pii_on_status}"`);
+  }
 }
 
 /** Reads and validates `<dir>/<id>.json`. @throws NetworkConfigError when missing or invalid. */

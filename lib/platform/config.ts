@@ -142,9 +142,32 @@ export const configSchema = z.object({
   VOICE_CHUNK_ITEMS: positiveInt.max(50_000).default(5000),
   /** Largest body of POST /v1/campaign/voice (100,000 item ids are ~3.9 MB of JSON). */
   VOICE_JOB_MAX_BODY_BYTES: byteSize.default(8 * 1000 * 1000),
+  // --- People, consent, sessions and actions (issue 7) ---
+  /** Generic HTTP SMS provider: each message is POSTed as signed JSON; unset: `.txt` files in DATA_DIR/outbox/sms. */
+  SMS_PROVIDER_URL: z.url().optional(),
+  /** HMAC-SHA-256 key signing the SMS provider's request body (header x-ldp-signature); required with SMS_PROVIDER_URL. */
+  SMS_PROVIDER_SECRET: z.string().min(16).optional(),
+  /** At most this many minors per guardian (phone or e-mail). */
+  GUARDIAN_MAX_WARDS: positiveInt.default(5),
+  /** Lifetime of a login session (cookie and server-side row), seconds. */
+  SESSION_TTL_SECONDS: positiveInt.default(7 * 24 * 3600),
+  /** Signups and guardian signups per identifier (e-mail or phone) and per client IP, per hour. */
+  SIGNUP_LIMIT_PER_IDENTIFIER: positiveInt.default(5),
+  SIGNUP_LIMIT_PER_IP: positiveInt.default(30),
+  /** Login through the external OIDC issuer (OIDC_ISSUER) when OIDC_CLIENT_ID is set: authorization code + PKCE. */
+  OIDC_CLIENT_ID: optionalString,
+  OIDC_CLIENT_SECRET: optionalString,
+  /** Where the issuer sends the browser back; default SIGNALS_URL + /api/v1/auth/session/callback. */
+  OIDC_REDIRECT_URL: z.url().optional(),
 }).superRefine((c, ctx) => {
   if (c.S3_ENDPOINT && (!c.S3_ACCESS_KEY || !c.S3_SECRET_KEY)) {
     ctx.addIssue({ code: 'custom', path: ['S3_ACCESS_KEY'], message: 'S3_ACCESS_KEY and S3_SECRET_KEY are required when S3_ENDPOINT is set' });
+  }
+  if (c.SMS_PROVIDER_URL && !c.SMS_PROVIDER_SECRET) {
+    ctx.addIssue({ code: 'custom', path: ['SMS_PROVIDER_SECRET'], message: 'SMS_PROVIDER_SECRET is required when SMS_PROVIDER_URL is set' });
+  }
+  if (c.OIDC_CLIENT_ID && !c.OIDC_ISSUER) {
+    ctx.addIssue({ code: 'custom', path: ['OIDC_CLIENT_ID'], message: 'OIDC_CLIENT_ID needs OIDC_ISSUER (and OIDC_JWKS_URL)' });
   }
   if (Boolean(c.OIDC_ISSUER) !== Boolean(c.OIDC_JWKS_URL)) {
     ctx.addIssue({ code: 'custom', path: ['OIDC_JWKS_URL'], message: 'OIDC_ISSUER and OIDC_JWKS_URL must be set together' });
