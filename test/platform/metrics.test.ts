@@ -82,13 +82,14 @@ describe('request ids end to end', () => {
     expect(started.status).toBe(200);
     expect(started.headers['x-request-id']).toBe(requestId);
     const deadline = Date.now() + 20_000;
-    const searchIndexed = () => lines.some((l) => l.requestId === requestId && l.taskIdentifier === 'search-index-items' && l.msg === 'job finished');
-    while (!searchIndexed() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    const expected = ['bulk-upload-stage', 'bulk-upload-chunk', 'bulk-upload-finish', 'search-index-items'];
+    const finished = () => new Set(lines.filter((l) => l.requestId === requestId && l.msg === 'job finished').map((l) => l.taskIdentifier));
+    while (!expected.every((task) => finished().has(task)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
 
     const mine = lines.filter((l) => l.requestId === requestId || (l.req as { id?: string } | undefined)?.id === requestId);
     // The start request, the stage/chunk/finish jobs, the push to signals and the indexing job it enqueued.
     const tasks = new Set(mine.filter((l) => l.msg === 'job finished').map((l) => l.taskIdentifier));
-    expect([...tasks]).toEqual(expect.arrayContaining(['bulk-upload-stage', 'bulk-upload-chunk', 'bulk-upload-finish', 'search-index-items']));
+    expect([...tasks]).toEqual(expect.arrayContaining(expected));
     expect(mine.some((l) => l.service === 'signals' && (l.req as { url?: string } | undefined)?.url === '/api/v1/items/batch')).toBe(true);
   });
 });
