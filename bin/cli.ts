@@ -5,6 +5,7 @@ import { aggregatorCreate, token } from './commands/aggregator.ts';
 import { fixturesSeekers } from './commands/fixtures.ts';
 import { keysCreate, keysList, keysRevoke } from './commands/keys.ts';
 import { health } from './commands/health.ts';
+import { openapi } from './commands/openapi.ts';
 import { parseServices, runPlatform } from './commands/start.ts';
 import { upload } from './commands/upload.ts';
 import { CliError, withPlatformContext } from './command-context.ts';
@@ -81,6 +82,8 @@ program.command('upload <file>')
   .option('--url <url>', 'aggregator base URL (default: AGGREGATOR_URL, else the running instance of DATA_DIR)')
   .option('--interval <ms>', 'progress poll interval', '500')
   .action(upload);
+
+program.command('openapi').description('print a service\'s OpenAPI 3.1 document (no running instance needed)').requiredOption('--service <name>', SERVICES.join(', ')).option('--pretty', 'indent the JSON').action(openapi);
 
 program.command('fixtures')
   .description('generate fixture files')

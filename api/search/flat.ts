@@ -40,7 +40,7 @@ export const flatSearchRouteDocs: RouteDoc[] = [{
     example: {
       'context.messageId': 'm1', 'context.networkId': 'local-discovery', 'context.domain': 'provider', 'context.itemType': 'facility',
       'message.intent.textSearch': 'primary health centre', 'message.intent.filters.0.op': 'eq',
-      'message.intent.filters.0.target': 'state', 'message.intent.filters.0.value': 'Haryana', 'message.pagination.limit': '10',
+      'message.intent.filters.0.target': 'item_state.state', 'message.intent.filters.0.value': 'Haryana', 'message.pagination.limit': '10',
     },
   },
   responses: { 200: { description: 'As for /v1/search', schema: searchResponseSchema } },
