@@ -24,6 +24,7 @@ import type { PlatformContext } from '../../lib/context.ts';
 import { ObjectNotFoundError, type ObjectStorage } from '../../lib/platform/storage.ts';
 import { assertDomainAllowed, callerOf, requireRole } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
+import { API_EXAMPLES } from '../http/openapi.ts';
 import type { RouteDoc } from '../http/route-doc.ts';
 import { parse } from '../http/validation.ts';
 
@@ -340,7 +341,7 @@ export const bulkUploadRouteDocs: RouteDoc[] = [
   },
   {
     method: 'POST', path: '/v1/bulk-uploads/:id/start', summary: 'Start a pending bulk upload (idempotent on running and completed)', tags: TAGS,
-    security: 'bearer', params: uploadIdParams, body: { schema: startBody, example: { attestation: true } },
+    security: 'bearer', params: uploadIdParams, body: { schema: startBody, example: API_EXAMPLES.bulk_upload_start },
     responses: { 200: { description: 'The job, running (or as it was when already running or completed)', schema: bulkUploadJobSchema } },
     errors: { 403: 'Role viewer', 404: 'No such job of the caller', 409: 'The job failed (bulk_upload_failed): upload the corrected file anew' },
   },

@@ -8,6 +8,7 @@
  * document a route"). test/platform/openapi.test.ts fails when a mounted route is undocumented or a
  * documented one is not mounted, and validates real exchanges against the document.
  */
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import express, { Router } from 'express';
@@ -44,6 +45,9 @@ export const errorShapeSchemas: Record<ErrorShape, z.ZodType> = {
     }),
   }).meta({ id: 'ErrorC', description: 'Error shape C (aggregator service)' }),
 };
+
+/** Example request bodies of fixtures/api-examples.json, by name (`search`, `discover`, `item`, …). */
+export const API_EXAMPLES: Record<string, unknown> = JSON.parse(readFileSync(new URL('../../fixtures/api-examples.json', import.meta.url), 'utf8'));
 
 /** The item record (spec "Item record") as a named component. */
 export const itemRecordDoc = itemRecordSchema.meta({ id: 'ItemRecord', description: 'An item (spec "Item record")' });

@@ -9,6 +9,7 @@ import type { PlatformContext } from '../../lib/context.ts';
 import { unflattenSearchBody } from '../../lib/search/flat.ts';
 import { SearchError, searchBodySchema } from '../../lib/search/request.ts';
 import { HttpError } from '../http/errors.ts';
+import { API_EXAMPLES } from '../http/openapi.ts';
 import type { RouteDoc } from '../http/route-doc.ts';
 import { parse } from '../http/validation.ts';
 import { answerSearch, searchResponseSchema } from './search.ts';
@@ -37,11 +38,7 @@ export const flatSearchRouteDocs: RouteDoc[] = [{
   method: 'POST', path: '/v1/search/flat', summary: 'The same search with a one-level body', tags: ['search'], security: 'apiKey',
   body: {
     schema: flatSearchBodySchema,
-    example: {
-      'context.messageId': 'm1', 'context.networkId': 'local-discovery', 'context.domain': 'provider', 'context.itemType': 'facility',
-      'message.intent.textSearch': 'primary health centre', 'message.intent.filters.0.op': 'eq',
-      'message.intent.filters.0.target': 'item_state.state', 'message.intent.filters.0.value': 'Haryana', 'message.pagination.limit': '10',
-    },
+    example: API_EXAMPLES.search_flat,
   },
   responses: { 200: { description: 'As for /v1/search', schema: searchResponseSchema } },
   errors: { 403: 'As for /v1/search', 404: 'As for /v1/search' },

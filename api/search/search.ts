@@ -10,7 +10,7 @@ import { searchEngine } from '../../lib/search/engine.ts';
 import { runSearch, type SearchResponse } from '../../lib/search/query.ts';
 import { SearchError, searchBodySchema, SORTS, type SearchBody } from '../../lib/search/request.ts';
 import { HttpError } from '../http/errors.ts';
-import { itemRecordDoc } from '../http/openapi.ts';
+import { API_EXAMPLES, itemRecordDoc } from '../http/openapi.ts';
 import type { RouteDoc } from '../http/route-doc.ts';
 import { parse } from '../http/validation.ts';
 
@@ -46,22 +46,10 @@ export const searchResponseSchema = z.object({
   }),
 });
 
-/** An example search body (fixtures' network; the real facilities of README "Try it on real data"). */
-export const searchBodyExample = {
-  context: { messageId: 'm1', networkId: 'local-discovery', domain: 'provider', itemType: 'facility' },
-  message: {
-    intent: {
-      textSearch: 'veternary hospital',
-      spatial: [{ op: 's_dwithin', geometry: { type: 'Point', coordinates: [76.3998, 29.8015] }, distanceMeters: 25000 }],
-    },
-    pagination: { limit: 10, offset: 0 },
-  },
-};
-
 /** Docs of `searchRoutes` (api/http/openapi.ts). */
 export const searchRouteDocs: RouteDoc[] = [{
   method: 'POST', path: '/v1/search', summary: 'Semantic, structured and geographic search', tags: ['search'], security: 'apiKey',
-  body: { schema: searchBodySchema, example: searchBodyExample },
+  body: { schema: searchBodySchema, example: API_EXAMPLES.search },
   responses: { 200: { description: 'Live items and the order applied', schema: searchResponseSchema } },
   errors: { 403: 'The anchor item may not be related to this domain (interaction_not_allowed)', 404: 'Unknown anchor item (anchor_not_found)' },
 }];

@@ -21,6 +21,7 @@ import { SearchRejectedError, SearchUnavailableError } from '../../lib/clients/s
 import { MAX_FILTERS as SEARCH_MAX_FILTERS, MAX_FILTER_VALUES, MAX_TEXT_LENGTH } from '../../lib/search/request.ts';
 import { itemRecordSchema } from '../../lib/network/items.ts';
 import { HttpError, type FieldErrors } from '../http/errors.ts';
+import { API_EXAMPLES } from '../http/openapi.ts';
 import type { RouteDoc } from '../http/route-doc.ts';
 import { parse, summarise } from '../http/validation.ts';
 
@@ -184,10 +185,7 @@ export const discoverRouteDocs: RouteDoc[] = [{
   description: 'Answered by the search service (`source: signals_search`); when it is unreachable or fails, by signals\' own query (`source: native_fallback`, `degraded: true`).',
   body: {
     schema: discoverRequestSchema,
-    example: {
-      item_network: 'local-discovery', item_domain: 'provider', item_type: 'facility', q: 'primary health centre',
-      item_latitude: 29.8015, item_longitude: 76.3998, distance_meters: 25000, sort: 'nearest', limit: 10,
-    },
+    example: API_EXAMPLES.discover,
   },
   responses: { 200: { description: 'A page of items', schema: discoverResponseSchema } },
   errors: { 403: 'The anchor item may not be related to this domain (interaction matrix)', 404: 'Unknown anchor item' },

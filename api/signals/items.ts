@@ -16,7 +16,7 @@ import {
   listItemsChangedSince, setLifecycleStatus, upsertItems,
 } from '../../lib/network/items.ts';
 import { HttpError } from '../http/errors.ts';
-import { itemRecordDoc } from '../http/openapi.ts';
+import { API_EXAMPLES, itemRecordDoc } from '../http/openapi.ts';
 import type { RouteDoc } from '../http/route-doc.ts';
 import { parse } from '../http/validation.ts';
 
@@ -134,7 +134,7 @@ const itemBodyDoc = itemInputSchema.partial({ item_id: true }).meta({ descriptio
 export const itemRouteDocs: RouteDoc[] = [
   {
     method: 'PUT', path: '/api/v1/items/:item_id', summary: 'Create or update one item', tags: ['items'], security: 'apiKey',
-    params: idParam, body: { schema: itemBodyDoc },
+    params: idParam, body: { schema: itemBodyDoc, example: API_EXAMPLES.item },
     responses: {
       200: { description: 'Updated or unchanged', schema: upsertResponseSchema },
       201: { description: 'Created', schema: upsertResponseSchema },
@@ -152,7 +152,7 @@ export const itemRouteDocs: RouteDoc[] = [
   },
   {
     method: 'POST', path: '/api/v1/items/:item_id/lifecycle', summary: 'Move an item to another lifecycle status', tags: ['items'], security: 'apiKey',
-    params: idParam, body: { schema: lifecycleSchema, example: { lifecycle_status: 'paused' } },
+    params: idParam, body: { schema: lifecycleSchema, example: API_EXAMPLES.lifecycle },
     responses: { 200: { description: 'The item after the move', schema: itemRecordDoc } },
     errors: { 404: 'No such item', 409: 'The move is not allowed (retired is final; live needs the go-live rules met)' },
   },

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openApiPath } from '../../api/http/openapi.ts';
+import { API_EXAMPLES, openApiPath } from '../../api/http/openapi.ts';
 import type { ServiceName } from '../../api/http/service-app.ts';
 import { csv, startUpload, waitForJob, createUpload } from '../helpers/bulk-upload.ts';
 import { runLdp } from '../helpers/cli.ts';
@@ -161,6 +161,17 @@ describe('the documents say what the services answer', () => {
       await aggregator.get('/.well-known/jwks.json'),
     ];
     for (const res of sent) expect(res.status, res.text?.slice(0, 300)).toBeLessThan(500);
+
+    // The documents' examples (fixtures/api-examples.json) are real requests the services accept.
+    const exampleId = randomUUID();
+    const examples = [
+      await signals.put(`/api/v1/items/${exampleId}`).set('x-api-key', signalsKey).send(API_EXAMPLES.item as object),
+      await signals.post(`/api/v1/items/${exampleId}/lifecycle`).set('x-api-key', signalsKey).send(API_EXAMPLES.lifecycle as object),
+      await signals.post('/api/v1/network/item/discover').set('x-api-key', signalsKey).send(API_EXAMPLES.discover as object),
+      await search.post('/v1/search').set('x-api-key', searchKey).send(API_EXAMPLES.search as object),
+      await search.post('/v1/search/flat').set('x-api-key', searchKey).send(API_EXAMPLES.search_flat as object),
+    ];
+    expect(examples.map((r) => r.status), examples.map((r) => r.text.slice(0, 200)).join('\n')).toEqual([201, 200, 200, 200, 200]);
 
     // A bulk upload: create (multipart), read, list, start, wait for the worker, read its error report.
     const created = await createUpload(platform, token, {
