@@ -46,6 +46,8 @@ export const errorShapeSchemas: Record<ErrorShape, z.ZodType> = {
   }).meta({ id: 'ErrorC', description: 'Error shape C (aggregator service)' }),
 };
 
+const PACKAGE_VERSION: string = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version;
+
 /** Example request bodies of fixtures/api-examples.json, by name (`search`, `discover`, `item`, …). */
 export const API_EXAMPLES: Record<string, unknown> = JSON.parse(readFileSync(new URL('../../fixtures/api-examples.json', import.meta.url), 'utf8'));
 
@@ -149,7 +151,7 @@ function operationOf(doc: RouteDoc, shape: ErrorShape): ZodOpenApiOperationObjec
  * schemas as input, response schemas as output).
  * @throws Error when two docs name one method and path, or a doc's params do not match its path.
  */
-export function buildOpenApiDocument(service: ServiceName, routeDocs: RouteDoc[], version = '0.1.0'): Record<string, any> {
+export function buildOpenApiDocument(service: ServiceName, routeDocs: RouteDoc[], version = PACKAGE_VERSION): Record<string, any> {
   const info = SERVICE_INFO[service];
   const paths: NonNullable<ZodOpenApiObject['paths']> = {};
   const usedSchemes = new Set<keyof typeof SECURITY_SCHEMES>();
