@@ -3,10 +3,12 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Express } from 'express';
 import type { PlatformContext } from '../lib/context.ts';
-import { createAggregatorApp } from './aggregator/app.ts';
-import { createSearchApp } from './search/app.ts';
+import type { Network } from '../lib/network/config.ts';
+import { aggregatorServiceRouteDocs, createAggregatorApp } from './aggregator/app.ts';
+import type { RouteDoc } from './http/route-doc.ts';
+import { createSearchApp, searchServiceRouteDocs } from './search/app.ts';
 import type { ServiceName } from './http/service-app.ts';
-import { createSignalsApp } from './signals/app.ts';
+import { createSignalsApp, signalsServiceRouteDocs } from './signals/app.ts';
 
 export const SERVICES: ServiceName[] = ['signals', 'aggregator', 'search'];
 
@@ -14,6 +16,13 @@ const factories: Record<ServiceName, (ctx: PlatformContext) => Express> = {
   signals: createSignalsApp,
   aggregator: createAggregatorApp,
   search: createSearchApp,
+};
+
+/** The documented routes of each service (its OpenAPI document: api/http/openapi.ts). */
+export const serviceRouteDocs: Record<ServiceName, (network: Network) => RouteDoc[]> = {
+  signals: signalsServiceRouteDocs,
+  aggregator: aggregatorServiceRouteDocs,
+  search: searchServiceRouteDocs,
 };
 
 export interface RunningService {

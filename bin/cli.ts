@@ -5,6 +5,7 @@ import { aggregatorApprove, aggregatorCreate, token } from './commands/aggregato
 import { fixturesSeekers } from './commands/fixtures.ts';
 import { keysCreate, keysList, keysRevoke } from './commands/keys.ts';
 import { health } from './commands/health.ts';
+import { openapi } from './commands/openapi.ts';
 import { parseServices, runPlatform } from './commands/start.ts';
 import { registerMappingCommands } from './commands/mapping.ts';
 import { upload } from './commands/upload.ts';
@@ -94,6 +95,7 @@ program.command('upload <file>')
 program.command('dashboard').description("print an aggregator's dashboard rollup per domain as a table").requiredOption('--aggregator <id>', 'aggregator id').option('--refresh', 'compute it now, even within DASHBOARD_TTL_SECONDS').option('--json', 'print JSON instead of a table').action(dashboard);
 program.command('export').description("write the decrypted profiles of an aggregator's participants as CSV").requiredOption('--aggregator <id>', 'aggregator id').requiredOption('--ids <file>', 'file of 1..1000 participant ids (one per line)').option('--domain <domain>', 'only participants of this domain').option('--out <file>', 'CSV file to write (default: stdout)').action(exportProfiles);
 registerMappingCommands(program);
+program.command('openapi').description('print a service\'s OpenAPI 3.1 document (no running instance needed)').requiredOption('--service <name>', SERVICES.join(', ')).option('--pretty', 'indent the JSON').action(openapi);
 
 program.command('fixtures')
   .description('generate fixture files')

@@ -2,13 +2,17 @@
  * The aggregator service (`/v1/...` with a bearer token, public `/public/v1/...`; errors in shape C).
  */
 import type { Express } from 'express';
+import { z } from 'zod';
 import type { PlatformContext } from '../../lib/context.ts';
+import type { Network } from '../../lib/network/config.ts';
 import { bearerAuth, callerOf } from '../http/auth.ts';
-import { healthRoutes } from '../http/health.ts';
+import { healthRouteDocs, healthRoutes } from '../http/health.ts';
+import { metricsRouteDocs } from '../http/metrics.ts';
+import { openApiRouteDocs, openApiRoutes, type RouteDoc } from '../http/openapi.ts';
 import { createServiceApp, finishServiceApp } from '../http/service-app.ts';
 import { bulkMappingRoutes } from './bulk-mappings.ts';
-import { bulkUploadRoutes } from './bulk-uploads.ts';
-import { templateRoutes } from './templates.ts';
+import { bulkUploadRouteDocs, bulkUploadRoutes } from './bulk-uploads.ts';
+import { templateRouteDocs, templateRoutes } from './templates.ts';
 import { linkRoutes } from './links.ts';
 import { publicRegistrationRoutes } from './public-registrations.ts';
 import { registrationFormRoutes } from './registration-form.ts';
@@ -20,9 +24,32 @@ import { dashboardRoutes } from './dashboard.ts';
 import { supportJsonParser } from '../http/support-route.ts';
 import { voiceCallbackRoutes, voiceJsonParsers, voiceRoutes } from './voice.ts';
 
+const jwksSchema = z.object({ keys: z.array(z.looseObject({ kty: z.string(), kid: z.string().optional() })) });
+const meSchema = z.object({
+  aggregator_id: z.uuid(), org_id: z.uuid(), org_slug: z.string(), aggregator_type: z.array(z.string()),
+  domains: z.array(z.string()).meta({ description: 'participant domains the caller may onboard' }), roles: z.array(z.string()),
+});
+
+/** Every route the aggregator app mounts, documented (served at /openapi.json; README, "How to document a route"). */
+export function aggregatorServiceRouteDocs(network: Network): RouteDoc[] {
+  return [
+    ...healthRouteDocs, ...metricsRouteDocs, ...openApiRouteDocs,
+    {
+      method: 'GET', path: '/.well-known/jwks.json', summary: 'Public keys of the built-in token issuer (RFC 7517)', tags: ['identity'], security: 'none',
+      responses: { 200: { description: 'A JWK set', schema: jwksSchema } },
+    },
+    {
+      method: 'GET', path: '/v1/me', summary: 'Who the bearer token says the caller is', tags: ['identity'], security: 'bearer',
+      responses: { 200: { description: 'The caller', schema: meSchema } }, errors: { 403: 'Aggregator or organisation not approved' },
+    },
+    ...templateRouteDocs(network), ...bulkUploadRouteDocs,
+  ];
+}
+
 export function createAggregatorApp(ctx: PlatformContext): Express {
   const app = createServiceApp(ctx, 'aggregator', { jsonParsers: { ...voiceJsonParsers(ctx), '/v1/support': supportJsonParser() } });
   app.use(healthRoutes(ctx, 'aggregator'));
+  app.use(openApiRoutes('aggregator', aggregatorServiceRouteDocs(ctx.network)));
   // Public keys of the built-in issuer, for other services that verify our tokens.
   app.get('/.well-known/jwks.json', (_req, res) => {
     res.json(ctx.tokens.jwks());

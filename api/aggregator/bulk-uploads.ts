@@ -30,20 +30,23 @@ import { suggestMapping } from '../../lib/aggregator/bulk/suggest.ts';
 import { TableFormatError } from '../../lib/aggregator/bulk/table.ts';
 import type { Domain } from '../../lib/network/config.ts';
 import {
-  createBulkUpload, getBulkUpload, listBulkUploads, loadBulkUpload, sourceObjectKey, startBulkUpload,
+  BULK_UPLOAD_STATUSES, createBulkUpload, getBulkUpload, listBulkUploads, loadBulkUpload, sourceObjectKey, startBulkUpload,
 } from '../../lib/aggregator/bulk/upload-jobs.ts';
 import type { PlatformContext } from '../../lib/context.ts';
 import { ObjectNotFoundError, type ObjectStorage } from '../../lib/platform/storage.ts';
 import { assertDomainAllowed, callerOf, requireRole } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
+import { API_EXAMPLES } from '../http/openapi.ts';
+import type { RouteDoc } from '../http/route-doc.ts';
 import { parse } from '../http/validation.ts';
 
 const MAX_COLUMN_MAP_BYTES = 64 * 1024;
 /** Data rows read for the value checks of `POST …/match` (the API reads them itself: a bounded read). */
 const MATCH_SAMPLE_ROWS = 100;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** Any UUID, either case (JSON Schema patterns have no flags, so the classes say it). */
+const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 
-const listQuery = z.object({
+export const listQuery = z.object({
   page: z.coerce.number().int().min(1).default(1),
   limit: z.coerce.number().int().min(1).max(200).default(50),
 });
@@ -51,9 +54,11 @@ const previewBody = z.object({
   rows: z.number().int().min(1).max(MAX_PREVIEW_ROWS, `at most ${MAX_PREVIEW_ROWS} rows`).default(200),
 });
 const PREVIEW_POLL_MS = 50;
-const startBody = z.looseObject({
+export const startBody = z.looseObject({
   attestation: z.literal(true, { error: 'attestation must be true: the operator attests their authority to upload these participants' }),
 });
+export const columnMapSchema = z.record(z.string().min(1).max(200), z.string().min(1).nullable())
+  .refine((m) => Object.keys(m).length <= 500, 'at most 500 columns');
 
 interface ReceivedFile {
   name: string | null;
@@ -191,10 +196,13 @@ async function savedMappingFor(ctx: PlatformContext, aggregatorId: string, domai
   return { columnMap, saved: { id: saved.id, version: saved.version } };
 }
 
+/** The path of a job's routes: a UUID (any other value answers the 404 of an unknown route). */
+export const uploadIdParams = z.object({ id: z.string().regex(UUID).meta({ format: 'uuid', description: 'bulk-upload job id' }) });
+
 /** Calls `next()` (another route, or the 404 handler) unless the path id can name a job. */
 function uuidParam(req: Request, next: NextFunction): string | undefined {
   const id = String(req.params.id);
-  if (!UUID.test(id)) {
+  if (!uploadIdParams.safeParse({ id }).success) {
     next();
     return undefined;
   }
@@ -375,3 +383,80 @@ export function bulkUploadRoutes(ctx: PlatformContext): Router {
 
   return router;
 }
+
+/** A bulk-upload job (spec "Bulk-upload job", plus our file, attestation and progress fields; extra keys may appear). */
+export const bulkUploadJobSchema = z.looseObject({
+  upload_id: z.uuid(),
+  status: z.enum(BULK_UPLOAD_STATUSES),
+  status_reason: z.string().nullable(),
+  participant_type: z.string(),
+  total_rows: z.int().nullable(),
+  passed: z.int(),
+  failed: z.int(),
+  skipped: z.int(),
+  errors_csv_object_key: z.string().nullable(),
+  schema_id: z.string(),
+  schema_version: z.string(),
+  created_at: z.string().meta({ format: 'date-time' }),
+  completed_at: z.string().meta({ format: 'date-time' }).nullable(),
+  file_name: z.string().nullable(),
+  file_format: z.enum(['csv', 'xlsx']),
+  file_size_bytes: z.int(),
+  column_map: z.record(z.string(), z.string().nullable()).nullable(),
+  created_by: z.string(),
+  attested_by: z.string().nullable(),
+  attested_at: z.string().meta({ format: 'date-time' }).nullable(),
+  started_at: z.string().meta({ format: 'date-time' }).nullable(),
+  encoding: z.string().nullable(),
+  sheet: z.string().nullable(),
+  processed_rows: z.int().meta({ description: 'passed + failed + skipped' }),
+  updated_at: z.string().meta({ format: 'date-time' }),
+}).meta({ id: 'BulkUploadJob' });
+
+/** The multipart form of `POST /v1/bulk-uploads` (read with busboy; the fields are checked as they arrive). */
+export const bulkUploadFormSchema = z.object({
+  participant_type: z.string().min(1).meta({ description: 'a participant domain the caller may onboard, e.g. seeker or provider' }),
+  file: z.string().meta({ format: 'binary', description: `the CSV or XLSX table (recognised by content), at most BULK_UPLOAD_MAX_BYTES` }),
+  column_map: z.string().optional()
+    .meta({ description: 'JSON object of at most 500 entries: file header → schema field name, or null to ignore the column' }),
+});
+
+const listResponseSchema = z.object({
+  bulk_uploads: z.array(bulkUploadJobSchema), page: z.int(), limit: z.int(), total: z.int(), has_more: z.boolean(),
+});
+const TAGS = ['bulk uploads'];
+
+/** Docs of `bulkUploadRoutes` (api/http/openapi.ts). */
+export const bulkUploadRouteDocs: RouteDoc[] = [
+  {
+    method: 'POST', path: '/v1/bulk-uploads', summary: 'Upload a CSV or XLSX file as a new bulk upload (pending)', tags: TAGS, security: 'bearer',
+    body: { schema: bulkUploadFormSchema, contentType: 'multipart/form-data' },
+    responses: {
+      201: { description: 'The job, pending until started', schema: bulkUploadJobSchema, headers: z.object({ location: z.string().meta({ description: '/v1/bulk-uploads/{id}' }) }) },
+    },
+    errors: {
+      403: 'Role viewer, or the caller may not onboard this participant type', 413: 'The file exceeds BULK_UPLOAD_MAX_BYTES',
+      415: 'Not multipart/form-data, or the file is neither CSV nor XLSX',
+    },
+  },
+  {
+    method: 'GET', path: '/v1/bulk-uploads', summary: 'The caller\'s bulk uploads, newest first', tags: TAGS, security: 'bearer',
+    query: listQuery, responses: { 200: { description: 'A page of jobs', schema: listResponseSchema } },
+  },
+  {
+    method: 'GET', path: '/v1/bulk-uploads/:id', summary: 'One bulk upload with its counters', tags: TAGS, security: 'bearer',
+    params: uploadIdParams, responses: { 200: { description: 'The job', schema: bulkUploadJobSchema } }, errors: { 404: 'No such job of the caller' },
+  },
+  {
+    method: 'POST', path: '/v1/bulk-uploads/:id/start', summary: 'Start a pending bulk upload (idempotent on running and completed)', tags: TAGS,
+    security: 'bearer', params: uploadIdParams, body: { schema: startBody, example: API_EXAMPLES.bulk_upload_start },
+    responses: { 200: { description: 'The job, running (or as it was when already running or completed)', schema: bulkUploadJobSchema } },
+    errors: { 403: 'Role viewer', 404: 'No such job of the caller', 409: 'The job failed (bulk_upload_failed): upload the corrected file anew' },
+  },
+  {
+    method: 'GET', path: '/v1/bulk-uploads/:id/errors', summary: 'Error report: failed and skipped rows with their columns and reasons', tags: TAGS,
+    security: 'bearer', params: uploadIdParams,
+    responses: { 200: { description: 'CSV attachment', content: [{ type: 'text/csv', schema: z.string() }] } },
+    errors: { 404: 'No such job, or no error report (no_error_report)' },
+  },
+];

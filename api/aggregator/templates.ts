@@ -11,17 +11,26 @@ import { Router } from 'express';
 import { z } from 'zod';
 import { csvTemplate, TEMPLATE_CONTENT_TYPES, templateFileName, xlsxTemplate, type TemplateFormat } from '../../lib/aggregator/bulk/template.ts';
 import type { PlatformContext } from '../../lib/context.ts';
+import type { Network } from '../../lib/network/config.ts';
 import { assertDomainAllowed, callerOf } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
+import type { RouteDoc } from '../http/route-doc.ts';
 import { parse } from '../http/validation.ts';
+
+/** The template query for `network`: participant_type one of its domains, format csv (default) or xlsx. */
+export function templateQuerySchema(network: Network) {
+  const domains = [...network.domains.keys()] as [string, ...string[]];
+  return z.object({
+    participant_type: z.enum(domains, { message: `must be one of ${domains.join(', ')}` }).optional()
+      .meta({ description: 'a participant domain of the network; default: the caller\'s only allowed one' }),
+    format: z.enum(['csv', 'xlsx'], { message: 'must be csv or xlsx' }).default('csv'),
+  });
+}
 
 /** Routes mounted under `/v1` after `bearerAuth`. */
 export function templateRoutes(ctx: PlatformContext): Router {
   const domains = [...ctx.network.domains.keys()];
-  const querySchema = z.object({
-    participant_type: z.string().refine((d) => ctx.network.domains.has(d), { message: `must be one of ${domains.join(', ')}` }).optional(),
-    format: z.enum(['csv', 'xlsx'], { message: 'must be csv or xlsx' }).default('csv'),
-  });
+  const querySchema = templateQuerySchema(ctx.network);
   // The network is fixed for the process, so each template is generated once.
   const cache = new Map<string, Promise<Buffer>>();
 
@@ -60,4 +69,24 @@ function defaultDomain(allowed: Set<string>, domains: string[]): string {
   throw new HttpError(400, `Invalid query: participant_type is required, as this aggregator may onboard ${mine.join(' and ')} participants`, {
     code: 'invalid_request', fields: { participant_type: [`required: one of ${mine.join(', ')}`] },
   });
+}
+
+/** Docs of `templateRoutes` for `network` (api/http/openapi.ts); the CSV example is the first domain's template. */
+export function templateRouteDocs(network: Network): RouteDoc[] {
+  const [first] = network.domains.values();
+  return [{
+    method: 'GET', path: '/v1/bulk-uploads/template', summary: 'Bulk-upload template of a participant type (CSV or XLSX attachment)',
+    tags: ['bulk uploads'], security: 'bearer', query: templateQuerySchema(network),
+    responses: {
+      200: {
+        description: 'The template as an attachment: CSV (header and one example row) or XLSX (instructions, allowed values, samples, a grid with dropdowns)',
+        content: [
+          { type: 'text/csv', schema: z.string(), ...(first ? { example: csvTemplate(network, first) } : {}) },
+          { type: TEMPLATE_CONTENT_TYPES.xlsx },
+        ],
+        headers: z.object({ 'content-disposition': z.string().meta({ description: 'attachment; filename="<network>-<participant_type>-template.<format>"' }) }),
+      },
+    },
+    errors: { 403: 'The caller\'s aggregator types may not onboard this participant type (domain_not_allowed)' },
+  }];
 }

@@ -3,9 +3,11 @@
  * migrations current, a worker alive — 503 otherwise), on every service.
  */
 import { Router } from 'express';
+import { z } from 'zod';
 import type { PlatformContext } from '../../lib/context.ts';
 import { migrationStatus } from '../../lib/platform/migrate.ts';
 import { workerAlive } from '../../workers/heartbeat.ts';
+import type { RouteDoc } from './route-doc.ts';
 
 export interface ReadinessCheck {
   ok: boolean;
@@ -51,3 +53,26 @@ export function healthRoutes(
   });
   return router;
 }
+
+export const healthResponseSchema = z.object({ status: z.literal('ok'), service: z.string() });
+export const readyResponseSchema = z.object({
+  status: z.enum(['ready', 'not_ready']),
+  service: z.string(),
+  checks: z.record(z.string(), z.looseObject({ ok: z.boolean() }))
+    .meta({ description: 'database, migrations, worker, and the service\'s own checks (search: embeddings, vector backend)' }),
+});
+
+/** Docs of `healthRoutes` (api/http/openapi.ts). */
+export const healthRouteDocs: RouteDoc[] = [
+  {
+    method: 'GET', path: '/health', summary: 'Liveness: the process answers', tags: ['health'], security: 'none',
+    responses: { 200: { description: 'Alive', schema: healthResponseSchema, example: { status: 'ok', service: 'search' } } },
+  },
+  {
+    method: 'GET', path: '/ready', summary: 'Readiness: database, migrations, a live worker and the service\'s own checks', tags: ['health'], security: 'none',
+    responses: {
+      200: { description: 'Ready', schema: readyResponseSchema },
+      503: { description: 'Not ready: the failing checks say why', schema: readyResponseSchema },
+    },
+  },
+];

@@ -5,7 +5,9 @@
  */
 import { timingSafeEqual } from 'node:crypto';
 import type { RequestHandler } from 'express';
+import { z } from 'zod';
 import type { Metrics } from '../../lib/platform/metrics.ts';
+import type { RouteDoc } from './route-doc.ts';
 
 /**
  * Observes each request's duration under its route template (`/v1/links/:id`; `(unmatched)` when no
@@ -63,3 +65,11 @@ export function metricsRoute(metrics: Metrics, token: string | undefined): Reque
     res.set('content-type', metrics.registry.contentType).send(await metrics.registry.metrics());
   };
 }
+
+/** Docs of `metricsRoute` (api/http/openapi.ts). */
+export const metricsRouteDocs: RouteDoc[] = [{
+  method: 'GET', path: '/metrics', summary: 'Prometheus metrics of this process', tags: ['operations'], security: 'metricsToken',
+  description: 'Answers loopback clients without a credential; others need `Authorization: Bearer $METRICS_TOKEN`.',
+  responses: { 200: { description: 'Prometheus text exposition format', content: [{ type: 'text/plain', schema: z.string() }] } },
+  errors: { 404: 'Not a loopback client and no valid METRICS_TOKEN (answered as an unknown route)' },
+}];

@@ -16,11 +16,13 @@ import { z } from 'zod';
 import type { PlatformContext } from '../../lib/context.ts';
 import type { IndexEntry } from '../../lib/clients/search-client.ts';
 import { HttpError } from '../http/errors.ts';
+import { itemRecordDoc } from '../http/openapi.ts';
+import type { RouteDoc } from '../http/route-doc.ts';
 import { parse } from '../http/validation.ts';
 
 export const MAX_INDEX_ENTRY_IDS = 100;
 
-const bodySchema = z.strictObject({
+export const indexEntriesRequestSchema = z.strictObject({
   ids: z.array(z.uuid()).min(1).max(MAX_INDEX_ENTRY_IDS)
     .refine((ids) => new Set(ids).size === ids.length, 'ids must be distinct'),
 });
@@ -41,7 +43,7 @@ function internalKeyOnly(ctx: PlatformContext): RequestHandler {
 export function indexEntryRoutes(ctx: PlatformContext): Router {
   const router = Router();
   router.post('/index/entries', internalKeyOnly(ctx), async (req, res) => {
-    const { ids } = parse(bodySchema, req.body);
+    const { ids } = parse(indexEntriesRequestSchema, req.body);
     const { rows } = await ctx.pool.query<IndexEntry>(
       `SELECT json_build_object(
                 'item_network', item_network, 'item_domain', item_domain, 'item_type', item_type, 'item_id', item_id,
@@ -61,3 +63,20 @@ export function indexEntryRoutes(ctx: PlatformContext): Router {
   });
   return router;
 }
+
+export const indexEntriesResponseSchema = z.object({
+  entries: z.array(z.object({
+    item: itemRecordDoc,
+    model: z.object({ model_id: z.string(), quantization: z.string(), dimensions: z.int() }),
+    embedding: z.array(z.number()),
+    indexed_at: z.string().meta({ format: 'date-time' }),
+  })),
+});
+
+/** Docs of `indexEntryRoutes` (api/http/openapi.ts). */
+export const indexEntryRouteDocs: RouteDoc[] = [{
+  method: 'POST', path: '/v1/index/entries', summary: 'Index entries of some items (internal: the platform\'s own key only)', tags: ['internal'],
+  security: 'apiKey', body: { schema: indexEntriesRequestSchema },
+  responses: { 200: { description: 'One entry per indexed id, in request order', schema: indexEntriesResponseSchema } },
+  errors: { 403: 'Not the platform\'s internal key (internal_only)' },
+}];

@@ -14,6 +14,7 @@ import type { PlatformContext } from '../../lib/context.ts';
 import { cosineSimilarity, formatModelVersion, sameModelVersion, type ModelVersion } from '../../lib/search/embeddings/index.ts';
 import { interactionAllowed } from '../../lib/network/config.ts';
 import { HttpError } from '../http/errors.ts';
+import type { RouteDoc } from '../http/route-doc.ts';
 import { parse } from '../http/validation.ts';
 
 const itemRef = z.strictObject({
@@ -22,7 +23,7 @@ const itemRef = z.strictObject({
   type: z.string().min(1),
   id: z.uuid(),
 });
-const bodySchema = z.strictObject({ source: itemRef, target: itemRef });
+export const relevanceRequestSchema = z.strictObject({ source: itemRef, target: itemRef });
 
 interface IndexedItem {
   item_id: string;
@@ -42,7 +43,7 @@ export function relevancePercent(cosine: number): number {
 export function relevanceRoutes(ctx: PlatformContext): Router {
   const router = Router();
   router.post('/relevance', async (req, res) => {
-    const { source, target } = parse(bodySchema, req.body);
+    const { source, target } = parse(relevanceRequestSchema, req.body);
     if (!interactionAllowed(ctx.network, source, target)) {
       throw new HttpError(403, `The interaction matrix does not let ${source.network}/${source.domain} reach ${target.network}/${target.domain}`,
         { code: 'interaction_not_allowed' });
@@ -71,3 +72,23 @@ export function relevanceRoutes(ctx: PlatformContext): Router {
   });
   return router;
 }
+
+export const relevanceResponseSchema = z.object({ score: z.number().min(0).max(100).meta({ description: 'percentage, two decimals' }) });
+
+/** Docs of `relevanceRoutes` (api/http/openapi.ts). */
+export const relevanceRouteDocs: RouteDoc[] = [{
+  method: 'POST', path: '/v1/relevance', summary: 'Relevance (0..100) of a target item to a source item', tags: ['relevance'], security: 'apiKey',
+  body: {
+    schema: relevanceRequestSchema,
+    example: {
+      source: { network: 'local-discovery', domain: 'seeker', type: 'seeker_profile', id: '2f1c1f9e-4a8b-4f57-9d0e-7c3b8a6e5d41' },
+      target: { network: 'local-discovery', domain: 'provider', type: 'facility', id: '8b0f3c2a-1d4e-4b6f-a7c9-5e2d1f0a9b38' },
+    },
+  },
+  responses: { 200: { description: 'The score', schema: relevanceResponseSchema, example: { score: 73.42 } } },
+  errors: {
+    403: 'The interaction matrix does not let source reach target (interaction_not_allowed)',
+    404: 'An item is not indexed under these values (item_not_indexed) or not live (item_not_live)',
+    409: 'The items are embedded with different model versions (model_version_mismatch)',
+  },
+}];

@@ -4,11 +4,14 @@
  * `invalid_request` (with per-field detail), 404 `anchor_not_found`, 403 `interaction_not_allowed`.
  */
 import { Router } from 'express';
+import { z } from 'zod';
 import type { PlatformContext } from '../../lib/context.ts';
 import { searchEngine } from '../../lib/search/engine.ts';
 import { runSearch, type SearchResponse } from '../../lib/search/query.ts';
-import { SearchError, searchBodySchema, type SearchBody } from '../../lib/search/request.ts';
+import { SearchError, searchBodySchema, SORTS, type SearchBody } from '../../lib/search/request.ts';
 import { HttpError } from '../http/errors.ts';
+import { API_EXAMPLES, itemRecordDoc } from '../http/openapi.ts';
+import type { RouteDoc } from '../http/route-doc.ts';
 import { parse } from '../http/validation.ts';
 
 /**
@@ -31,3 +34,22 @@ export function searchRoutes(ctx: PlatformContext): Router {
   });
   return router;
 }
+
+/** Response of `/v1/search` and `/v1/search/flat` (spec "POST /v1/search"). */
+export const searchResponseSchema = z.object({
+  context: z.looseObject({
+    version: z.string(), messageId: z.string(), timestamp: z.string().optional(), networkId: z.string(), domain: z.string(), itemType: z.string(),
+  }).meta({ description: 'the request context echoed (version defaults to 1.0.0)' }),
+  message: z.object({
+    items: z.array(z.object({ ...itemRecordDoc.shape, score: z.number().optional(), distanceMeters: z.number().optional() })),
+    meta: z.object({ total: z.int().min(0), limit: z.int(), offset: z.int(), sort_applied: z.enum(SORTS) }),
+  }),
+});
+
+/** Docs of `searchRoutes` (api/http/openapi.ts). */
+export const searchRouteDocs: RouteDoc[] = [{
+  method: 'POST', path: '/v1/search', summary: 'Semantic, structured and geographic search', tags: ['search'], security: 'apiKey',
+  body: { schema: searchBodySchema, example: API_EXAMPLES.search },
+  responses: { 200: { description: 'Live items and the order applied', schema: searchResponseSchema } },
+  errors: { 403: 'The anchor item may not be related to this domain (interaction_not_allowed)', 404: 'Unknown anchor item (anchor_not_found)' },
+}];

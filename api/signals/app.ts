@@ -1,22 +1,31 @@
 /** The signals service (`/api/v1/...`, header x-api-key; errors in shape A, signup in shape B). */
 import type { Express } from 'express';
 import type { PlatformContext } from '../../lib/context.ts';
+import type { Network } from '../../lib/network/config.ts';
 import { apiKeyAuth } from '../http/auth.ts';
-import { healthRoutes } from '../http/health.ts';
+import { healthRouteDocs, healthRoutes } from '../http/health.ts';
+import { metricsRouteDocs } from '../http/metrics.ts';
+import { openApiRouteDocs, openApiRoutes, type RouteDoc } from '../http/openapi.ts';
 import { createServiceApp, finishServiceApp } from '../http/service-app.ts';
 import { supportJsonParser } from '../http/support-route.ts';
-import { discoverRoutes } from './discover.ts';
-import { itemRoutes } from './items.ts';
-import { matchScoreRoutes } from './match-score.ts';
+import { discoverRouteDocs, discoverRoutes } from './discover.ts';
+import { itemRouteDocs, itemRoutes } from './items.ts';
+import { matchScoreRouteDocs, matchScoreRoutes } from './match-score.ts';
 import { supportRoutes } from './support.ts';
 import { actionRoutes } from './actions.ts';
 import { authRoutes } from './auth.ts';
 import { peopleRoutes, useShapeB } from './people.ts';
 
+/** Every route the signals app mounts, documented (served at /openapi.json; README, "How to document a route"). */
+export function signalsServiceRouteDocs(_network: Network): RouteDoc[] {
+  return [...healthRouteDocs, ...metricsRouteDocs, ...openApiRouteDocs, ...itemRouteDocs, ...discoverRouteDocs, ...matchScoreRouteDocs];
+}
+
 export function createSignalsApp(ctx: PlatformContext): Express {
   const app = createServiceApp(ctx, 'signals', { jsonParsers: { '/api/v1/support': supportJsonParser() } });
   useShapeB(app);
   app.use(healthRoutes(ctx, 'signals'));
+  app.use(openApiRoutes('signals', signalsServiceRouteDocs(ctx.network)));
   app.use('/api/v1', authRoutes(ctx)); // the auth group needs no API key (browsers hold none)
   app.use('/api/v1', apiKeyAuth(ctx, 'signals'));
   app.use('/api/v1', peopleRoutes(ctx), actionRoutes(ctx));

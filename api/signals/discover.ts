@@ -19,7 +19,10 @@ import { discoverViaSearch } from '../../lib/signals/discover/search-path.ts';
 import type { FieldInfo, Network } from '../../lib/network/config.ts';
 import { SearchRejectedError, SearchUnavailableError } from '../../lib/clients/search-client.ts';
 import { MAX_FILTERS as SEARCH_MAX_FILTERS, MAX_FILTER_VALUES, MAX_TEXT_LENGTH } from '../../lib/search/request.ts';
+import { itemRecordSchema } from '../../lib/network/items.ts';
 import { HttpError, type FieldErrors } from '../http/errors.ts';
+import { API_EXAMPLES } from '../http/openapi.ts';
+import type { RouteDoc } from '../http/route-doc.ts';
 import { parse, summarise } from '../http/validation.ts';
 
 /**
@@ -32,7 +35,7 @@ export const MAX_FILTERS = SEARCH_MAX_FILTERS - 4;
 const lat = z.number().min(-90).max(90);
 const lng = z.number().min(-180).max(180);
 
-const requestSchema = z.strictObject({
+export const discoverRequestSchema = z.strictObject({
   item_network: z.string().min(1),
   item_domain: z.string().min(1),
   item_type: z.string().min(1),
@@ -55,7 +58,7 @@ const requestSchema = z.strictObject({
   limit: z.number().int().min(1).max(100).default(20),
   offset: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0),
 });
-type DiscoverRequest = z.output<typeof requestSchema>;
+type DiscoverRequest = z.output<typeof discoverRequestSchema>;
 
 /** `value` converted to `kind` (numeric and boolean strings are accepted for those kinds), or an error message. */
 function convertFilterValue(field: FieldInfo, value: string | number | boolean): { value: string | number | boolean } | { error: string } {
@@ -136,7 +139,7 @@ function resolveQuery(network: Network, body: DiscoverRequest): DiscoverQuery {
 export function discoverRoutes(ctx: PlatformContext): Router {
   const router = Router();
   router.post('/network/item/discover', async (req, res) => {
-    const query = resolveQuery(ctx.network, parse(requestSchema, req.body ?? {}));
+    const query = resolveQuery(ctx.network, parse(discoverRequestSchema, req.body ?? {}));
     let page: DiscoverPage;
     try {
       page = await discoverViaSearch(ctx, query);
@@ -155,3 +158,35 @@ export function discoverRoutes(ctx: PlatformContext): Router {
   });
   return router;
 }
+
+/** A discover page (spec: meta and item records; lifecycle_status optional there). */
+export const discoverResponseSchema = z.object({
+  meta: z.object({
+    total: z.int().min(0),
+    limit: z.int(),
+    offset: z.int(),
+    source: z.enum(['signals_search', 'native_fallback']),
+    degraded: z.boolean(),
+    distance_meters: z.number().optional(),
+    sort_applied: z.enum(DISCOVER_SORTS),
+    anchor_applied: z.boolean(),
+  }),
+  items: z.array(itemRecordSchema.extend({
+    lifecycle_status: z.string().optional(),
+    score: z.number().optional(),
+    distanceMeters: z.number().optional(),
+  })),
+});
+
+/** Docs of `discoverRoutes` (api/http/openapi.ts). */
+export const discoverRouteDocs: RouteDoc[] = [{
+  method: 'POST', path: '/api/v1/network/item/discover', summary: 'Discover live items by text, filters, place, order and anchor', tags: ['discover'],
+  security: 'apiKey',
+  description: 'Answered by the search service (`source: signals_search`); when it is unreachable or fails, by signals\' own query (`source: native_fallback`, `degraded: true`).',
+  body: {
+    schema: discoverRequestSchema,
+    example: API_EXAMPLES.discover,
+  },
+  responses: { 200: { description: 'A page of items', schema: discoverResponseSchema } },
+  errors: { 403: 'The anchor item may not be related to this domain (interaction matrix)', 404: 'Unknown anchor item' },
+}];

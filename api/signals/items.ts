@@ -19,6 +19,8 @@ import {
 } from '../../lib/network/items.ts';
 import { itemPersonProblem, linkItemsToPeople, type ItemPerson } from '../../lib/signals/people.ts';
 import { HttpError } from '../http/errors.ts';
+import { API_EXAMPLES, itemRecordDoc } from '../http/openapi.ts';
+import type { RouteDoc } from '../http/route-doc.ts';
 import { parse } from '../http/validation.ts';
 
 export const MAX_BATCH_ITEMS = 1000;
@@ -26,18 +28,18 @@ export const MAX_BATCH_ITEMS = 1000;
 /** The user fields of an item result when the item was linked to a person's user. */
 const userFields = (u: { userId: string; created: boolean } | undefined) => (u ? { user_id: u.userId, user_created: u.created } : {});
 
-const idParam = z.object({ item_id: z.uuid() });
-const batchSchema = z.object({ items: z.array(z.unknown()).min(1).max(MAX_BATCH_ITEMS) });
+export const idParam = z.object({ item_id: z.uuid() });
+export const batchSchema = z.object({ items: z.array(z.unknown()).min(1).max(MAX_BATCH_ITEMS) });
 const hex32 = z.string().regex(/^[0-9a-fA-F]{64}$/, 'expected the 32-byte blind index in hex');
-const personSchema = z.strictObject({
+export const personSchema = z.strictObject({
   name_encrypted: z.string().min(1).max(2000).optional(),
   phone_encrypted: z.string().min(1).max(2000).optional(),
   email_encrypted: z.string().min(1).max(2000).optional(),
   phone_index: hex32.optional(),
   email_index: hex32.optional(),
 });
-const lifecycleSchema = z.object({ lifecycle_status: z.enum(LIFECYCLE_STATUSES) });
-const feedSchema = z.object({
+export const lifecycleSchema = z.object({ lifecycle_status: z.enum(LIFECYCLE_STATUSES) });
+export const feedSchema = z.object({
   after: z.string().refine((cursor) => {
     const [updatedAt, itemId, ...rest] = cursor.split(',');
     return rest.length === 0 && z.iso.datetime({ precision: 6 }).safeParse(updatedAt).success && z.uuid().safeParse(itemId).success;
@@ -140,3 +142,68 @@ export function itemRoutes(ctx: PlatformContext): Router {
 
   return router;
 }
+
+const UPSERT_OUTCOMES = ['created', 'updated', 'unchanged'] as const;
+/** Present when the item carried a `person`: the user it is linked to, and whether signals created that user. */
+const userLinkFields = {
+  user_id: z.uuid().optional().meta({ description: 'the person\'s user, when the item carried a `person`' }),
+  user_created: z.boolean().optional().meta({ description: 'whether that user was created by this request' }),
+};
+const upsertResponseSchema = z.object({
+  item_id: z.uuid(),
+  outcome: z.enum(UPSERT_OUTCOMES),
+  lifecycle_status: z.enum(LIFECYCLE_STATUSES),
+  ...userLinkFields,
+  item: itemRecordDoc,
+});
+const batchResponseSchema = z.object({
+  results: z.array(z.object({
+    index: z.int().min(0),
+    item_id: z.uuid().optional(),
+    outcome: z.enum([...UPSERT_OUTCOMES, 'conflict', 'invalid']),
+    lifecycle_status: z.enum(LIFECYCLE_STATUSES).optional(),
+    message: z.string().optional(),
+    ...userLinkFields,
+  })),
+  summary: z.object({
+    total: z.int(), created: z.int(), updated: z.int(), unchanged: z.int(), conflict: z.int(), invalid: z.int(),
+  }),
+});
+const feedResponseSchema = z.object({
+  items: z.array(itemRecordDoc),
+  next_cursor: z.string().nullable().meta({ description: 'pass as `after` for the next page; null on the last page' }),
+});
+const itemBodyDoc = itemInputSchema.partial({ item_id: true }).extend({ person: personSchema.optional().meta({ description: 'the item\'s person (ciphertexts and blind indexes of the platform\'s PII key only): signals links the item to that person\'s user' }) })
+  .meta({ description: 'item_id may be left out: the path names it' });
+
+/** Docs of `itemRoutes` (api/http/openapi.ts). */
+export const itemRouteDocs: RouteDoc[] = [
+  {
+    method: 'PUT', path: '/api/v1/items/:item_id', summary: 'Create or update one item', tags: ['items'], security: 'apiKey',
+    params: idParam, body: { schema: itemBodyDoc, example: API_EXAMPLES.item },
+    responses: {
+      200: { description: 'Updated or unchanged', schema: upsertResponseSchema },
+      201: { description: 'Created', schema: upsertResponseSchema },
+    },
+    errors: { 409: 'The id belongs to an item of another network, domain or type' },
+  },
+  {
+    method: 'POST', path: '/api/v1/items/batch', summary: `Create or update 1..${MAX_BATCH_ITEMS} items, one result per item`, tags: ['items'], security: 'apiKey',
+    description: 'Each element is an item as for PUT /api/v1/items/{item_id}; a bad item gets outcome `invalid` and never rejects the others.',
+    body: { schema: batchSchema }, responses: { 200: { description: 'One result per item, in order', schema: batchResponseSchema } },
+  },
+  {
+    method: 'GET', path: '/api/v1/items/:item_id', summary: 'One item', tags: ['items'], security: 'apiKey',
+    params: idParam, responses: { 200: { description: 'The item', schema: itemRecordDoc } }, errors: { 404: 'No such item' },
+  },
+  {
+    method: 'POST', path: '/api/v1/items/:item_id/lifecycle', summary: 'Move an item to another lifecycle status', tags: ['items'], security: 'apiKey',
+    params: idParam, body: { schema: lifecycleSchema, example: API_EXAMPLES.lifecycle },
+    responses: { 200: { description: 'The item after the move', schema: itemRecordDoc } },
+    errors: { 404: 'No such item', 409: 'The move is not allowed (retired is final; live needs the go-live rules met)' },
+  },
+  {
+    method: 'GET', path: '/api/v1/items', summary: 'Items changed since a cursor, oldest first (the reconciliation feed)', tags: ['items'], security: 'apiKey',
+    query: feedSchema, responses: { 200: { description: 'A page of items', schema: feedResponseSchema } },
+  },
+];

@@ -20,6 +20,7 @@ import { computeMatchScore, MATCH_SCORE_VERSION, type MatchSide } from '../../li
 import { interactionAllowed, type Network } from '../../lib/network/config.ts';
 import { fetchIndexEntries, SearchRejectedError, SearchUnavailableError, type IndexEntry } from '../../lib/clients/search-client.ts';
 import { HttpError, type FieldErrors } from '../http/errors.ts';
+import type { RouteDoc } from '../http/route-doc.ts';
 import { parse, summarise } from '../http/validation.ts';
 
 export const MATCH_PROVIDER = 'local';
@@ -38,7 +39,7 @@ const itemInputSchema = z.object({
   item_longitude: z.number().min(-180).max(180).optional(),
 });
 type MatchItemInput = z.output<typeof itemInputSchema>;
-const requestSchema = z.strictObject({ itemA: itemInputSchema, itemB: itemInputSchema });
+export const matchScoreRequestSchema = z.strictObject({ itemA: itemInputSchema, itemB: itemInputSchema });
 
 const SIDES = ['itemA', 'itemB'] as const;
 
@@ -91,7 +92,7 @@ const unavailable = (reason: string, reasoning: string, raw: Record<string, unkn
 export function matchScoreRoutes(ctx: PlatformContext): Router {
   const router = Router();
   router.post('/match-score/calculate', async (req: Request, res) => {
-    const body = parse(requestSchema, req.body ?? {});
+    const body = parse(matchScoreRequestSchema, req.body ?? {});
     checkAgainstNetwork(ctx.network, body);
     const { itemA, itemB } = body;
     if (itemA.item_id === itemB.item_id) throw new HttpError(422, 'itemA and itemB are the same item', { code: 'same_item' });
@@ -139,3 +140,30 @@ export function matchScoreRoutes(ctx: PlatformContext): Router {
   });
   return router;
 }
+
+/** The answer (spec "POST /api/v1/match-score/calculate"): a score, or `unavailable_reason` without one. */
+export const matchScoreResponseSchema = z.object({
+  provider: z.string(),
+  score: z.number().min(0).max(100).optional(),
+  band: z.string().optional(),
+  confidence: z.number().optional(),
+  version: z.string().optional(),
+  prompt_version: z.string().optional(),
+  model_provider: z.string().optional(),
+  model: z.string().optional(),
+  reasoning: z.string().optional(),
+  unavailable_reason: z.enum(['not_indexed', 'model_mismatch', 'search_unavailable']).optional(),
+  signals: z.array(z.looseObject({ name: z.string(), impact: z.string(), summary: z.string() })).optional(),
+  raw_response: z.unknown(),
+});
+
+/** Docs of `matchScoreRoutes` (api/http/openapi.ts). */
+export const matchScoreRouteDocs: RouteDoc[] = [{
+  method: 'POST', path: '/api/v1/match-score/calculate', summary: 'Explainable match score of two items', tags: ['match score'], security: 'apiKey',
+  body: { schema: matchScoreRequestSchema },
+  responses: { 200: { description: 'The score, or why there is none (`unavailable_reason`)', schema: matchScoreResponseSchema } },
+  errors: {
+    403: 'The interaction matrix relates neither item to the other (interaction_not_allowed)',
+    422: 'itemA and itemB are one item (same_item), or an id is indexed with other identity values (item_mismatch)',
+  },
+}];
