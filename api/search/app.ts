@@ -1,7 +1,7 @@
 /** The search service (`/v1/search`, `/v1/search/flat`, `/v1/relevance`; header x-api-key; errors in shape A). */
 import type { Express } from 'express';
 import type { PlatformContext } from '../../lib/context.ts';
-import { searchEngine, searchReadiness } from '../../lib/search/engine.ts';
+import { searchReadiness, startVectorIndex } from '../../lib/search/engine.ts';
 import { apiKeyAuth } from '../http/auth.ts';
 import { healthRoutes } from '../http/health.ts';
 import { createServiceApp, finishServiceApp } from '../http/service-app.ts';
@@ -12,8 +12,9 @@ import { searchRoutes } from './search.ts';
 
 export function createSearchApp(ctx: PlatformContext): Express {
   const app = createServiceApp(ctx, 'search');
-  // Chosen at start-up, so the log says at once which embedding provider and vector backend serve.
-  searchEngine(ctx).catch((err) => ctx.logger.error({ err }, 'search engine unavailable'));
+  // Chosen at start-up, so the log says at once which embedding provider and vector backend serve;
+  // the in-process vector index (usearch backend) is loaded or built in the background.
+  startVectorIndex(ctx).catch((err) => ctx.logger.error({ err }, 'search engine unavailable'));
   app.use(healthRoutes(ctx, 'search', () => searchReadiness(ctx)));
   app.use('/v1', apiKeyAuth(ctx, 'search'));
   app.use('/v1', indexEntryRoutes(ctx));
