@@ -32,16 +32,16 @@ import { filterSql, resolveFilter, type ResolvedFilter } from './filters.ts';
 import { boundingBox, fromCoordinates, type GeoPoint } from '../network/geo.ts';
 import { DEFAULT_LIMIT, DEFAULT_VERSION, SearchError, type SearchBody, type SortOrder } from './request.ts';
 import { sameModelSql, type SqlRunner, type VectorBackendName } from './vector-backend.ts';
-import { decodeRealArray, exactNearest, type CandidateFilter, type Neighbour, type VectorIndex } from './vector-index.ts';
+import { decodeRealArray, exactNearest, refine, type CandidateFilter, type Neighbour, type VectorIndex } from './vector-index.ts';
 
 /** Nearest neighbours of a text's embedding that can match it by similarity (see the file's rules). */
-export const VECTOR_MATCH_LIMIT = 1000;
+export const VECTOR_MATCH_LIMIT = 200;
 /** `meta.total` is counted exactly up to this many rows; past it, estimated. */
 export const TOTAL_EXACT_BOUND = 1000;
 /** Candidate sets of at most this many rows are ranked exactly rather than through the index. */
 export const EXACT_MAX_ROWS = 1000;
-/** Rows a total estimate samples (about; TABLESAMPLE SYSTEM reads whole pages). */
-const ESTIMATE_SAMPLE_ROWS = 5000;
+/** Rows beyond the page whose similarity is recomputed exactly before ranking (f16 index distances). */
+const REFINE_MARGIN = 10;
 
 /** Everything a search needs; built once per process (lib/search/engine.ts) or per test. */
 export interface SearchEngine {
@@ -162,19 +162,14 @@ async function boundedCount(db: SqlRunner, conds: Cond[], bound: number): Promis
 }
 
 /**
- * Estimated rows passing `conds`: the share passing in a repeatable page sample of about
- * ESTIMATE_SAMPLE_ROWS rows, times the table's row estimate (pg_class.reltuples); at least `floor`.
+ * The planner's estimate of the rows passing `conds` (EXPLAIN; from the column statistics and the
+ * full-text index's lexeme statistics), at least `floor`.
  */
 async function estimateCount(db: SqlRunner, conds: Cond[], floor: number): Promise<number> {
-  const { rows: [{ n }] } = await db.query<{ n: number }>(`SELECT greatest(reltuples, 0)::float8 AS n FROM pg_class WHERE oid = 'search.items'::regclass`);
-  // A table never analysed has no estimate (-1): it is read whole.
-  const percent = n > 0 ? Math.min(100, Math.max(0.01, (ESTIMATE_SAMPLE_ROWS / n) * 100)) : 100;
   const f = filterOf(conds);
-  const { rows: [row] } = await db.query<{ hit: number; seen: number }>(
-    `SELECT count(*) FILTER (WHERE ${f.where})::int AS hit, count(*)::int AS seen
-       FROM search.items i TABLESAMPLE SYSTEM (${percent.toFixed(4)}) REPEATABLE (0)`, f.params);
-  if (percent === 100) return Math.max(floor, row.hit);
-  return Math.max(floor, row.seen ? Math.round((row.hit / row.seen) * n) : floor);
+  const { rows: [row] } = await db.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) SELECT 1 FROM search.items i WHERE ${f.where}`, f.params);
+  const plan = typeof row['QUERY PLAN'] === 'string' ? JSON.parse(row['QUERY PLAN']) : row['QUERY PLAN'];
+  return Math.max(floor, Math.round(Number((plan as [{ Plan: { 'Plan Rows': number } }])[0].Plan['Plan Rows'])));
 }
 
 /**
@@ -226,26 +221,44 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
     // Relevance ranks only vectors comparable with the ranking vector.
     const base = relevance && ranking ? comparable : [scope];
 
-    /** The `k` nearest rows to `vector` passing `conds` (`known`: how many pass, when counted). */
-    const nearest = async (vector: Float32Array, k: number, conds: Cond[], known: number | undefined): Promise<Neighbour[]> => {
+    /**
+     * The `k` nearest rows to `vector` passing `conds` (`known`: how many pass, when counted); the
+     * first `exactTop` of them ranked by exact similarity (the index's are approximate).
+     */
+    const nearest = async (vector: Float32Array, k: number, conds: Cond[], known: number | undefined, exactTop: number): Promise<Neighbour[]> => {
       if (index && (known === undefined || known > exactMax)) {
         const found = await index.search(db, vector, k, filterOf(conds));
-        if (found.length >= (known === undefined ? k : Math.min(k, known))) return found;
+        if (found.length >= (known === undefined ? k : Math.min(k, known))) return refine(db, vector, found, exactTop + REFINE_MARGIN);
       }
       return exactNearest(db, vector, k, filterOf(conds));
     };
 
-    // Text: the lexical condition (trigram index) and the text's nearest neighbours above the threshold.
+    // Text: the lexical condition (full-text index), and the text's nearest neighbours in the scope
+    // (network, domain, type; not filters, places or anchor, so one index search serves any of
+    // them) whose similarity reaches the threshold (vector index).
     let textMatch: Cond | undefined;
     let lexical: Cond | undefined;
+    /** The similar items that pass the scope, filters and places, most similar first. */
     let vectorMatches: Neighbour[] = [];
-    const comparableCount = ranking ? await boundedCount(db, comparable, exactMax) : undefined;
+    let similarNotLexical = 0;
     if (textVector) {
-      lexical = (p) => terms.map((t) => `lower(i.search_text) LIKE ${p(`%${t}%`)}`).join(' AND ');
-      const found = await nearest(textVector, VECTOR_MATCH_LIMIT, comparable, comparableCount);
-      vectorMatches = found.filter((n) => n.similarity >= provider.textThreshold);
-      const ids = vectorMatches.map((n) => n.item_id);
-      textMatch = ids.length ? (p) => `(${lexical!(p)}) OR i.item_id = ANY(${p(ids)}::uuid[])` : lexical;
+      const query = terms.map((t) => `${t}:*`).join(' & ');
+      lexical = (p) => `to_tsvector('simple', i.search_text) @@ to_tsquery('simple', ${p(query)})`;
+      const textScope: Cond = (p) => `i.item_network = ${p(context.networkId)} AND i.item_domain = ${p(context.domain)}
+        AND i.item_type = ${p(context.itemType)} AND i.lifecycle_status = 'live'`;
+      const scopeCount = await boundedCount(db, [textScope, sameModel], exactMax);
+      const similar = (await nearest(textVector, VECTOR_MATCH_LIMIT, [textScope, sameModel], scopeCount, 0))
+        .filter((n) => n.similarity >= provider.textThreshold);
+      const ids = similar.map((n) => n.item_id);
+      if (ids.length) {
+        const f = filterOf([...base, (p) => `i.item_id = ANY(${p(ids)}::uuid[])`]);
+        const { rows } = await db.query<{ item_id: string; lexical: boolean }>(
+          `SELECT i.item_id::text AS item_id, ${lexical((v) => `$${f.params.push(v)}`)} AS lexical FROM search.items i WHERE ${f.where}`, f.params);
+        const passing = new Set(rows.map((r) => r.item_id));
+        vectorMatches = similar.filter((n) => passing.has(n.item_id));
+        similarNotLexical = rows.filter((r) => !r.lexical).length;
+        textMatch = (p) => `(${lexical!(p)}) OR i.item_id = ANY(${p(ids)}::uuid[])`;
+      } else textMatch = lexical;
     }
     const matching = textMatch ? [...base, textMatch] : base;
 
@@ -259,18 +272,16 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
       total = await estimateCount(db, counted, totalBound + 1);
       estimated = true;
     }
-    if (vectorMatches.length) {
-      const f = filterOf([(p) => `i.item_id = ANY(${p(vectorMatches.map((n) => n.item_id))}::uuid[])`, (p) => `NOT (${lexical!(p)})`]);
-      total += (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM search.items i WHERE ${f.where}`, f.params)).rows[0].n;
-    }
+    total += similarNotLexical;
 
     // The page: by rank through the vector index, else ordered in SQL.
     let page: { item_id: string; score?: number }[] = [];
     if (offset < total || estimated) {
       if (relevance && ranking) {
         const known = estimated ? undefined : total;
-        const ranked = ranking === textVector && depth <= vectorMatches.length ? vectorMatches
-          : await nearest(ranking, depth, matching, known);
+        // The similar items rank first (any other match is less similar, or it would be among them).
+        const ranked = ranking === textVector && depth <= vectorMatches.length ? await refine(db, ranking, vectorMatches, depth + REFINE_MARGIN)
+          : await nearest(ranking, depth, matching, known, depth);
         page = ranked.slice(offset, depth).map((n) => ({ item_id: n.item_id, score: n.similarity }));
       } else {
         const f = filterOf(matching);

@@ -4,9 +4,9 @@
  * (lib/search/engine.ts, reported by /ready):
  * - pgvector: the HNSW index inside PostgreSQL (this file);
  * - usearch: an in-process HNSW index kept by the search service (lib/search/usearch-index.ts).
- * Whatever finds the candidates, their similarities are recomputed exactly from the stored real[]
- * embeddings and they are ordered by similarity, then newest, then item id (spec tie rule), so the
- * scores shown are exact cosines and equal-scored items keep one order across pages.
+ * Candidates come ordered by similarity, then newest, then item id (spec tie rule); the index's
+ * similarities are approximate (f16 vectors in usearch, float4 arithmetic in pgvector), so callers
+ * `refine` the ones they show: recomputed exactly from the stored real[] embeddings and re-ranked.
  * `exactNearest` is the exact path both share (few rows, or an index not ready).
  */
 import type { VectorBackendName, SqlRunner } from './vector-backend.ts';
@@ -35,8 +35,8 @@ export interface VectorIndex {
   size(db: SqlRunner): Promise<number>;
   /**
    * Up to `k` nearest rows passing `filter`, most similar first (ties newest, then item id
-   * descending). Approximate: it may return fewer than `k` although more rows pass (widening stopped
-   * at its budget); the caller then takes the exact path.
+   * descending), with approximate similarities. It may return fewer than `k` although more rows
+   * pass (widening stopped at its budget); the caller then takes the exact path.
    */
   search(db: SqlRunner, vector: Float32Array, k: number, filter: CandidateFilter): Promise<Neighbour[]>;
   /** Adds or replaces vectors by their `ann_key` (no-op for pgvector: PostgreSQL maintains its index). */
@@ -79,12 +79,26 @@ export function byRank(a: Neighbour, b: Neighbour): number {
   return b.similarity - a.similarity || b.t - a.t || (a.item_id < b.item_id ? 1 : a.item_id > b.item_id ? -1 : 0);
 }
 
+/** Columns of a candidate (row alias `i`): id and created_at in microseconds. */
+export const CANDIDATE_COLUMNS = `i.item_id::text AS item_id, (extract(epoch FROM i.created_at) * 1000000)::int8 AS t`;
+
 /** Columns a neighbour needs (row alias `i`). */
 export const NEIGHBOUR_COLUMNS = `i.item_id::text AS item_id, (extract(epoch FROM i.created_at) * 1000000)::int8 AS t, array_send(i.embedding) AS e`;
 
 /** Neighbours from rows of NEIGHBOUR_COLUMNS: exact similarities, ordered by rank. */
 export function rankRows(vector: Float32Array, rows: { item_id: string; t: string | number | bigint; e: unknown }[]): Neighbour[] {
   return rows.map((r) => ({ item_id: r.item_id, t: Number(r.t), similarity: dot(vector, decodeRealArray(bytesOf(r.e))) })).sort(byRank);
+}
+
+/**
+ * `found` with the similarities of its first `top` recomputed exactly and those re-ranked (the rest
+ * follows as found). Costs one read of `top` embeddings.
+ */
+export async function refine(db: SqlRunner, vector: Float32Array, found: Neighbour[], top: number): Promise<Neighbour[]> {
+  const head = found.slice(0, top);
+  if (!head.length) return found;
+  const { rows } = await db.query(`SELECT ${NEIGHBOUR_COLUMNS} FROM search.items i WHERE i.item_id = ANY($1::uuid[])`, [head.map((n) => n.item_id)]);
+  return [...rankRows(vector, rows), ...found.slice(top)];
 }
 
 /**
@@ -114,11 +128,12 @@ export function pgvectorIndex(dimensions: number, settings: (depth: number) => s
     async search(db, vector, k, filter) {
       for (const setting of settings(k)) await db.query(setting);
       const q = `$${filter.params.length + 1}`;
-      const { rows } = await db.query(
-        `SELECT ${NEIGHBOUR_COLUMNS} FROM search.items i WHERE ${filter.where}
-          ORDER BY (i.embedding::vector(${dimensions}) <=> ${q}::real[]::vector(${dimensions})) LIMIT $${filter.params.length + 2}`,
+      const distance = `(i.embedding::vector(${dimensions}) <=> ${q}::real[]::vector(${dimensions}))`;
+      const { rows } = await db.query<{ item_id: string; t: string; d: number }>(
+        `SELECT ${CANDIDATE_COLUMNS}, ${distance} AS d FROM search.items i WHERE ${filter.where}
+          ORDER BY ${distance} LIMIT $${filter.params.length + 2}`,
         [...filter.params, Array.from(vector), k]);
-      return rankRows(vector, rows);
+      return rows.map((r) => ({ item_id: r.item_id, t: Number(r.t), similarity: 1 - Number(r.d) })).sort(byRank);
     },
     upsert: () => {},
     remove: () => {},
