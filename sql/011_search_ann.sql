@@ -49,9 +49,9 @@ CREATE TRIGGER items_removed AFTER DELETE ON search.items REFERENCING OLD TABLE 
 INSERT INTO search.settings (key, value) VALUES ('ann_epoch', md5(random()::text || clock_timestamp()::text))
   ON CONFLICT (key) DO NOTHING;
 
--- Lexical matching of textSearch (lib/search/query.ts): every word of the text begins a word of
--- the searchable text (full-text prefix match, `simple` configuration: lower-cased, no stemming,
--- any language), served by a GIN index on live rows. ANALYZE keeps the index expression's lexeme
+-- Lexical matching of textSearch (lib/search/query.ts): every word of the text is a word of the
+-- searchable text (full-text match, `simple` configuration: lower-cased, no stemming, any
+-- language), served by a GIN index on live rows. ANALYZE keeps the index expression's lexeme
 -- statistics, from which the planner estimates totals past the exact bound.
 CREATE INDEX items_search_text_fts_idx ON search.items USING gin (to_tsvector('simple', search_text)) WHERE lifecycle_status = 'live';
 
