@@ -337,7 +337,8 @@ try {
   for (let i = 0; i < 5; i++) {
     const item = items[(i * 104729) % items.length];
     const word = `zq${randomBytes(4).toString('hex')}`;
-    const changed = { ...item, item_state: { ...item.item_state, name: `${word} facility` }, updated_at: new Date(Date.now() + i).toISOString() };
+    // A short text of one new word, so that its misspelling is similar enough (hashing n-grams).
+    const changed = { ...item, item_state: { name: `${word} ${word}` }, updated_at: new Date(Date.now() + i).toISOString() };
     const written = performance.now();
     await indexSnapshots(platform.ctx, provider, [changed]);
     // Misspelt (no lexical match): only the vector index can find it.

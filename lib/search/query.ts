@@ -291,9 +291,15 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
         const distance = distanceFrom ? `(SELECT min(search.distance_m(${p(distanceFrom.lat)}, ${p(distanceFrom.lng)}, l.lat, l.lng))
             FROM search.item_locations l WHERE l.item_id = i.item_id)` : 'NULL::float8';
         const order = sort === 'nearest' ? 'dist ASC NULLS LAST, i.created_at DESC, i.item_id DESC' : 'i.created_at DESC, i.item_id DESC';
-        const { rows } = await db.query<{ item_id: string }>(
-          `SELECT i.item_id::text AS item_id, ${distance} AS dist FROM search.items i WHERE ${f.where}
-            ORDER BY ${order} LIMIT ${p(limit)} OFFSET ${p(offset)}`, f.params);
+        // Counted matches (at most the bound) are collected, then sorted: walking the newest-first
+        // index instead (the planner's choice under a LIMIT) reads the whole scope when the matches
+        // are all old ones, e.g. the districts of the file's first rows (500 ms against 10 ms,
+        // measured). Past the bound the index is walked, as the planner chooses.
+        const select = `SELECT i.item_id::text AS item_id, i.created_at, ${distance} AS dist FROM search.items i WHERE ${f.where}`;
+        const { rows } = await db.query<{ item_id: string }>(!estimated
+          ? `WITH m AS MATERIALIZED (${select}) SELECT i.item_id, i.dist FROM m AS i
+              ORDER BY ${order} LIMIT ${p(limit)} OFFSET ${p(offset)}`
+          : `${select} ORDER BY ${order} LIMIT ${p(limit)} OFFSET ${p(offset)}`, f.params);
         page = rows;
       }
     }
