@@ -40,8 +40,11 @@ export const VECTOR_MATCH_LIMIT = 200;
 export const TOTAL_EXACT_BOUND = 1000;
 /** Candidate sets of at most this many rows are ranked exactly rather than through the index. */
 export const EXACT_MAX_ROWS = 1000;
-/** Rows beyond the page whose similarity is recomputed exactly before ranking (f16 index distances). */
-const REFINE_MARGIN = 10;
+/**
+ * Rows beyond the page whose similarity is recomputed exactly before ranking: f16 index distances
+ * reorder the many near-equal texts of real data (recall@20 0.89 with 10 on the PMGSY file).
+ */
+const REFINE_MARGIN = 100;
 
 /** Everything a search needs; built once per process (lib/search/engine.ts) or per test. */
 export interface SearchEngine {
@@ -227,8 +230,9 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
      */
     const nearest = async (vector: Float32Array, k: number, conds: Cond[], known: number | undefined, exactTop: number): Promise<Neighbour[]> => {
       if (index && (known === undefined || known > exactMax)) {
-        const found = await index.search(db, vector, k, filterOf(conds));
-        if (found.length >= (known === undefined ? k : Math.min(k, known))) return refine(db, vector, found, exactTop + REFINE_MARGIN);
+        // A margin beyond k, so that the exact re-ranking can bring in what f16 distances put just below.
+        const found = await index.search(db, vector, exactTop ? k + REFINE_MARGIN : k, filterOf(conds));
+        if (found.length >= (known === undefined ? k : Math.min(k, known))) return (await refine(db, vector, found, exactTop + REFINE_MARGIN)).slice(0, k);
       }
       return exactNearest(db, vector, k, filterOf(conds));
     };

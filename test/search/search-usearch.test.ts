@@ -124,6 +124,21 @@ describe('in-process vector index (usearch)', () => {
     expect(anchor.message.meta.total).toBe(items.length - 2);
   });
 
+  it('finds a rewritten vector through the index alone once caught up (a misspelling: no lexical match)', async () => {
+    const { indexSnapshots } = await import('../../lib/search/indexer.ts');
+    const item = items[20];
+    const word = 'zqkwvbmtra';
+    const { rows: [row] } = await platform.ctx.pool.query(`SELECT to_char(source_updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at FROM search.items WHERE item_id = $1`, [item.item_id]);
+    const snapshot = {
+      ...item, item_state: { name: `${word} ${word}` }, item_instance_url: null, item_schema_url: null, created_by: null,
+      created_at: row.at, updated_at: new Date(Date.parse(row.at) + 1000).toISOString(), lifecycle_status: 'live' as const,
+    };
+    expect((await indexSnapshots(platform.ctx, annEngine.provider, [snapshot])).written).toBe(1);
+    await index.catchUp();
+    const found = await runSearch(annEngine, body({ textSearch: 'zqkwvbmtrx' }));
+    expect(found.message.items[0]?.item_id).toBe(item.item_id);
+  });
+
   it('rebuilds from search.items when the file is of another model version, or corrupt, and answers exactly meanwhile', async () => {
     await index.catchUp();
     await index.save();
