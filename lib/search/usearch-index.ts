@@ -35,7 +35,7 @@ const SAVE_EVERY_MS = 5 * 60_000;
 /** Rows read per step of a build or a catch-up. */
 const READ_BATCH = 2000;
 /** Candidates asked of the graph at first, and the most it is ever asked for. */
-const MIN_CANDIDATES = 200;
+const MIN_CANDIDATES = 400;
 const MAX_CANDIDATES = 20_000;
 
 interface FileMeta {
