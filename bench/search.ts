@@ -1,59 +1,51 @@
 /**
- * Search benchmark (`npm run bench:search`) over the real PMGSY facilities of ../shared/data.
+ * Search benchmark (`npm run bench:search`) at the real dataset's scale (issue 14): the large
+ * PMGSY facilities file of ../shared/data (BENCH_ITEMS rows, default all valid ones: 266,9xx).
  *
- * 1. Exact backend (embedded PostgreSQL, own temp dir and port) at BENCH_EXACT_ITEMS (20,000):
- *    the embedding provider's raw throughput (`embed` over the items' searchable texts, batches of
- *    1,000) beside the indexing throughput of the real `search-index-items` task run by the real
- *    worker (jobs of 1,000 snapshots, as signals enqueues them; from enqueue to the last row); then
- *    (the raw figure is the mean of a run before and one after indexing: the machine's load drifts);
- *    then the latency of text, filter, spatial, anchor and combined queries through `POST /v1/search`
- *    over HTTP, one at a time and BENCH_CONCURRENCY (16) at a time.
- * 2. pgvector backend at BENCH_PGVECTOR_ITEMS (100,000) in PGlite with pgvector (WASM, in this
- *    process; no server can sit on it, so queries call the search core directly, and PGlite runs
- *    one query at a time whatever the concurrency): load, HNSW build, the same query kinds.
- * 3. When the tiny offline model is in ../shared/models: the transformers provider's raw and
- *    indexing throughput at BENCH_TRANSFORMERS_ITEMS (5,000), on the same PostgreSQL.
- * The provider of parts 1–2 is EMBEDDING_PROVIDER's (hashing on a machine without a model).
- * BENCH_QUERIES (default 50) queries per kind and mode, after warm-ups. Prints the figures and
- * writes bench/results/search.json with the machine's core count and load average.
+ * 1. Indexing: the rows as provider item snapshots, written by the real `search-index-items` task
+ *    run by the real worker (jobs of 1,000, as signals enqueues them) into embedded PostgreSQL
+ *    (EMBEDDING_PROVIDER's provider; hashing on a machine without a model). Then VACUUM ANALYZE.
+ * 2. Storage: bytes per item of `search.items` (table with TOAST) and of its indexes.
+ * 3. The search service (and signals, for discover) as separate processes (`ldp serve`) on a fresh
+ *    DATA_DIR: the in-process vector index is built from empty (build time from /ready), its file's
+ *    size on disk.
+ * 4. Latency of text, filter, spatial, anchor, combined and newest queries through
+ *    `POST /v1/search`, and of discover through `POST /api/v1/network/item/discover`, over HTTP,
+ *    one at a time and BENCH_CONCURRENCY (16) at a time: p50/p95/p99 (BENCH_QUERIES per kind).
+ * 5. recall@20 of the index against the exact ranking (brute force over every vector, in this
+ *    process) over 200 queries (100 texts, 100 anchors); ties at the 20th score count as hits.
+ * 6. Catch-up delay: an item re-indexed with another item's state (the real indexer), until the
+ *    search service ranks it first for that other item as anchor (through the vector index).
+ * 7. RSS of the search process (now and peak), and the load average at start and end.
+ * Prints the figures and writes bench/results/search.json.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { PGlite } from '@electric-sql/pglite';
-import { vector } from '@electric-sql/pglite-pgvector';
-import pg from 'pg';
-import { startPlatform, type PlatformHandle } from '../bin/platform.ts';
+import { startPlatform } from '../bin/platform.ts';
 import { createApiKey } from '../lib/platform/api-keys.ts';
 import { loadConfig } from '../lib/platform/config.ts';
 import { withTransaction } from '../lib/platform/db.ts';
 import { startEmbeddedPostgres } from '../lib/platform/embedded-postgres.ts';
-import type { EmbeddingProvider } from '../lib/search/embeddings/index.ts';
 import { enqueueMany } from '../lib/platform/jobs.ts';
 import { createItemStateValidators, itemInputProblem, SEARCH_INDEX_PRIORITY, SEARCH_INDEX_TASK, type ItemRecord } from '../lib/network/items.ts';
 import { createLogger } from '../lib/platform/logger.ts';
-import { SQL_DIR } from '../lib/platform/migrate.ts';
 import { loadNetwork } from '../lib/network/config.ts';
 import { searchText } from '../lib/network/search-text.ts';
-import { createSearchEngine } from '../lib/search/engine.ts';
-import { contentHash } from '../lib/search/indexer.ts';
-import { runSearch } from '../lib/search/query.ts';
-import { searchBodySchema } from '../lib/search/request.ts';
-import { ensureVectorIndex } from '../lib/search/vector-backend.ts';
+import { indexSnapshots } from '../lib/search/indexer.ts';
 import { freePort } from '../lib/platform/free-port.ts';
 import { facilityItems } from './pmgsy-facilities.ts';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const DATA = path.resolve(repo, '../shared/data/pmgsy-rural-facilities/pmgsy_facilities_south_west_india.csv');
-const MODELS = path.resolve(repo, '../shared/models');
-const TINY = 'minishlab/m2v-test-vq128';
-const EXACT_ITEMS = Number(process.env.BENCH_EXACT_ITEMS ?? 20_000);
-const PGVECTOR_ITEMS = Number(process.env.BENCH_PGVECTOR_ITEMS ?? 100_000);
-const TRANSFORMERS_ITEMS = Number(process.env.BENCH_TRANSFORMERS_ITEMS ?? 5_000);
-const QUERIES = Number(process.env.BENCH_QUERIES ?? 50);
+const ITEMS = Number(process.env.BENCH_ITEMS ?? Infinity);
+const QUERIES = Number(process.env.BENCH_QUERIES ?? 100);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
+const RECALL_QUERIES = 200;
 const BATCH = 1000;
 const RESULTS = path.join(repo, 'bench/results/search.json');
 
@@ -65,10 +57,10 @@ if (!existsSync(DATA)) {
 const log = (line: string) => process.stdout.write(`${line}\n`);
 const round = (x: number, digits = 1) => Math.round(x * 10 ** digits) / 10 ** digits;
 const loadAverage = () => os.loadavg().map((l) => round(l, 2));
-
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 // ---------------------------------------------------------------------------------------------
-// Data: the first rows of the large PMGSY file as provider item snapshots (as onboarded)
+// Data: the rows of the large PMGSY file as provider item snapshots (as onboarded)
 
 const network = await loadNetwork('local-discovery');
 const domain = network.domains.get('provider')!;
@@ -91,14 +83,15 @@ async function readSnapshots(count: number): Promise<ItemRecord[]> {
 
 type Intent = Record<string, unknown>;
 const TEXTS = ['veternary hospital', 'primary health centre', 'govt high school', 'gram panchayat office', 'milk collection centre',
-  'bus stand', 'anganwadi', 'rice mill', 'grampanchyat', 'zilla parishad school'];
+  'bus stand', 'anganwadi', 'rice mill', 'grampanchyat', 'zilla parishad school', 'school', 'veterinary hospital', 'post office',
+  'community hall', 'primary school', 'health sub centre', 'dispensry', 'market yard', 'railway station', 'police station'];
 
 /** Query intents per kind, drawn deterministically from the data. */
 function intents(items: ItemRecord[], n: number): Record<string, Intent[]> {
   const pick = (i: number) => items[(i * 7919) % items.length];
   const point = (item: ItemRecord) => ({ type: 'Point', coordinates: [item.item_locations[0].lng, item.item_locations[0].lat] });
   const districts = [...new Set(items.map((i) => i.item_state.district as string))];
-  const categories = ['Education', 'Medical', 'Transport/Admin', 'Agro'];
+  const categories = [...new Set(items.map((i) => i.item_state.category as string))].slice(0, 6);
   const make = (f: (i: number) => Intent) => Array.from({ length: n }, (_, i) => f(i));
   return {
     text: make((i) => ({ textSearch: TEXTS[i % TEXTS.length] })),
@@ -110,65 +103,106 @@ function intents(items: ItemRecord[], n: number): Record<string, Intent[]> {
     anchor: make((i) => ({ item: { id: pick(i).item_id } })),
     combined: make((i) => ({
       textSearch: TEXTS[i % TEXTS.length],
-      filters: [{ op: 'neq', target: 'item_state.category', value: 'Agro' }],
+      filters: [{ op: 'neq', target: 'item_state.category', value: categories[0] }],
       spatial: [{ op: 's_dwithin', geometry: point(pick(i)), distanceMeters: 50_000 }],
       orderingCenter: point(pick(i + 1)),
       sort: 'relevance',
     })),
+    newest: make(() => ({})),
   };
 }
 
-const body = (intent: Intent, i: number) => ({
+const searchBody = (intent: Intent, i: number) => ({
   context: { messageId: `bench-${i}`, networkId: network.id, domain: domain.name, itemType: domain.itemType },
   message: { intent, pagination: { limit: 20, offset: i % 3 === 0 ? 20 : 0 } },
 });
+const discoverBody = (q: string, i: number) => ({
+  item_network: network.id, item_domain: domain.name, item_type: domain.itemType, q, limit: 20, offset: i % 3 === 0 ? 20 : 0,
+});
 
-interface Latency { n: number; p50_ms: number; p95_ms: number; p99_ms: number; mean_total: number }
+interface Latency { n: number; p50_ms: number; p95_ms: number; p99_ms: number; mean_total: number; estimated_totals: number; native_fallbacks: number }
+interface Answer { total: number; estimated: boolean; fallback?: boolean }
 
-/** Runs `queries` with `concurrency` in flight; latencies of each. */
-async function measure(queries: Intent[], concurrency: number, run: (b: ReturnType<typeof body>) => Promise<number>): Promise<Latency> {
-  for (let i = 0; i < 3; i++) await run(body(queries[i % queries.length], i)); // warm-up
+/** Runs `count` requests `request(i)` with `concurrency` in flight (after 3 warm-ups); latencies. */
+async function measure(count: number, concurrency: number, request: (i: number) => Promise<Answer>): Promise<Latency> {
+  for (let i = 0; i < 3; i++) await request(i);
   const times: number[] = [];
   let totals = 0;
+  let estimated = 0;
+  let fallbacks = 0;
   let next = 0;
   await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (next < queries.length) {
+    while (next < count) {
       const i = next++;
       const started = performance.now();
-      totals += await run(body(queries[i], i));
+      const answer = await request(i);
       times.push(performance.now() - started);
+      totals += answer.total;
+      if (answer.estimated) estimated++;
+      if (answer.fallback) fallbacks++;
     }
   }));
   times.sort((a, b) => a - b);
   const at = (q: number) => round(times[Math.min(times.length - 1, Math.ceil(times.length * q) - 1)]);
-  return { n: times.length, p50_ms: at(0.5), p95_ms: at(0.95), p99_ms: at(0.99), mean_total: Math.round(totals / times.length) };
-}
-
-async function latencies(kinds: Record<string, Intent[]>, run: (b: ReturnType<typeof body>) => Promise<number>, label: string) {
-  const out: Record<string, { sequential: Latency; concurrent: Latency }> = {};
-  for (const [kind, queries] of Object.entries(kinds)) {
-    const sequential = await measure(queries, 1, run);
-    const concurrent = await measure([...queries, ...queries, ...queries].slice(0, Math.max(queries.length, CONCURRENCY * 4)), CONCURRENCY, run);
-    out[kind] = { sequential, concurrent };
-    log(`${label} ${kind.padEnd(9)} 1 at a time p50 ${String(sequential.p50_ms).padStart(7)} p95 ${String(sequential.p95_ms).padStart(7)} p99 ${String(sequential.p99_ms).padStart(7)} ms | `
-      + `${CONCURRENCY} at a time p50 ${String(concurrent.p50_ms).padStart(7)} p95 ${String(concurrent.p95_ms).padStart(7)} p99 ${String(concurrent.p99_ms).padStart(7)} ms | mean total ${sequential.mean_total}`);
-  }
-  return out;
+  return { n: times.length, p50_ms: at(0.5), p95_ms: at(0.95), p99_ms: at(0.99), mean_total: Math.round(totals / times.length), estimated_totals: estimated, native_fallbacks: fallbacks };
 }
 
 // ---------------------------------------------------------------------------------------------
-// Throughput: the provider alone, then the real task on the real worker
+// Processes
 
-async function rawThroughput(provider: EmbeddingProvider, texts: string[]): Promise<number> {
-  await provider.embed(texts.slice(0, 50)); // warm-up
-  const started = performance.now();
-  for (let i = 0; i < texts.length; i += BATCH) await provider.embed(texts.slice(i, i + BATCH));
-  return texts.length / ((performance.now() - started) / 1000);
+/** Resident set size now (VmRSS) and at its peak so far (VmHWM) of a live process, in MB. */
+async function rssMb(pid: number): Promise<{ now: number; peak: number }> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const kb = (name: string) => Number(new RegExp(`${name}:\\s+(\\d+) kB`).exec(status)![1]);
+  return { now: round(kb('VmRSS') / 1024), peak: round(kb('VmHWM') / 1024) };
 }
 
-async function indexingThroughput(platform: PlatformHandle, items: ItemRecord[]): Promise<number> {
+function serve(service: string, env: NodeJS.ProcessEnv): ChildProcess {
+  const child = spawn(process.execPath, [path.join(repo, 'bin/ldp.js'), 'serve', '--service', service], { cwd: repo, env, stdio: ['ignore', 'ignore', 'inherit'] });
+  child.on('exit', (code, signal) => {
+    if (code !== 0 && signal !== 'SIGTERM') process.stderr.write(`${service} exited with ${code ?? signal}\n`);
+  });
+  return child;
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+async function ready(url: string): Promise<Record<string, any>> {
+  for (;;) {
+    const res = await fetch(`${url}/ready`).catch(() => undefined);
+    if (res?.ok) return res.json() as Promise<Record<string, any>>;
+    await sleep(100);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const results: Record<string, unknown> = {
+  benchmark: 'search', dataset: path.relative(path.resolve(repo, '..'), DATA), cpus: os.cpus().length, cpu_model: os.cpus()[0]?.model,
+  node: process.version, load_average_start: loadAverage(), measured_at: new Date().toISOString(),
+};
+const items = await readSnapshots(ITEMS);
+log(`read ${items.length} facilities from ${path.basename(DATA)}`);
+
+const dir = await mkdtemp(path.join(os.tmpdir(), 'ldp-bench-search-'));
+const db = await startEmbeddedPostgres({ dataDir: path.join(dir, 'pg'), port: await freePort() });
+const children: ChildProcess[] = [];
+try {
+  const databaseUrl = db.url;
+  const secrets = { INTERNAL_API_KEY: `ldp_internal_${randomBytes(32).toString('base64url')}`, PII_KEY: randomBytes(32).toString('base64') };
+  const baseEnv = { ...process.env, LOG_LEVEL: 'warn', DATABASE_URL: databaseUrl, ...secrets };
+
+  // 1. Indexing through the real task and worker (in this process).
+  const config = loadConfig({ ...baseEnv, DATA_DIR: path.join(dir, 'worker') });
+  const platform = await startPlatform(config, createLogger(config.LOG_LEVEL), databaseUrl, { services: [], worker: true });
   const { pool } = platform.ctx;
-  const started = performance.now();
+  const provider = await platform.ctx.embeddings();
+  const indexingStarted = performance.now();
   await withTransaction(pool, (client) => enqueueMany(client, Array.from({ length: Math.ceil(items.length / BATCH) }, (_, k) => ({
     task: SEARCH_INDEX_TASK, payload: { items: items.slice(k * BATCH, (k + 1) * BATCH) }, priority: SEARCH_INDEX_PRIORITY,
   }))));
@@ -179,146 +213,163 @@ async function indexingThroughput(platform: PlatformHandle, items: ItemRecord[])
       `SELECT j.last_error FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks t ON t.id = j.task_id
         WHERE t.identifier = $1 AND j.last_error IS NOT NULL LIMIT 1`, [SEARCH_INDEX_TASK]);
     if (failed.length) throw new Error(`indexing failed: ${failed[0].last_error}`);
-    await new Promise((r) => setTimeout(r, 20));
+    await sleep(200);
   }
-  const seconds = (performance.now() - started) / 1000;
-  await pool.query('ANALYZE search.items, search.item_locations');
-  return items.length / seconds;
-}
+  const indexingSeconds = (performance.now() - indexingStarted) / 1000;
+  await pool.query('VACUUM ANALYZE search.items');
+  await pool.query('VACUUM ANALYZE search.item_locations');
+  log(`indexed ${items.length} items with ${provider.name} (${provider.version.model_id}) through the search-index-items task in ${round(indexingSeconds)} s (${Math.round(items.length / indexingSeconds)} items/s)`);
+  results.indexing = { items: items.length, provider: provider.name, model: provider.version, seconds: round(indexingSeconds), items_per_s: Math.round(items.length / indexingSeconds) };
 
-async function startOn(url: string, env: Record<string, string>): Promise<PlatformHandle> {
-  const dataDir = await mkdtemp(path.join(dir, 'data-'));
-  const config = loadConfig({ ...process.env, LOG_LEVEL: 'warn', DATA_DIR: dataDir, DATABASE_URL: url, SEARCH_PORT: '0', ...env });
-  return startPlatform(config, createLogger(config.LOG_LEVEL), url, { services: ['search'], worker: true });
-}
+  // 2. Storage.
+  const { rows: [sizes] } = await pool.query<{ table: string; indexes: string; locations: string; n: number }>(
+    `SELECT pg_table_size('search.items')::text AS table, pg_indexes_size('search.items')::text AS indexes,
+            pg_total_relation_size('search.item_locations')::text AS locations, (SELECT count(*)::int FROM search.items) AS n`);
+  const perItem = (bytes: string) => Math.round(Number(bytes) / sizes.n);
+  results.storage = {
+    items_table_bytes_per_item: perItem(sizes.table), items_indexes_bytes_per_item: perItem(sizes.indexes),
+    item_locations_bytes_per_item: perItem(sizes.locations), items_table_mb: round(Number(sizes.table) / 2 ** 20),
+    items_indexes_mb: round(Number(sizes.indexes) / 2 ** 20),
+  };
+  log(`search.items: ${perItem(sizes.table)} B/item (table with TOAST), ${perItem(sizes.indexes)} B/item in its indexes; item_locations ${perItem(sizes.locations)} B/item`);
 
-// ---------------------------------------------------------------------------------------------
-
-const results: Record<string, unknown> = {
-  benchmark: 'search', dataset: path.relative(path.resolve(repo, '..'), DATA), cpus: os.cpus().length, cpu_model: os.cpus()[0]?.model,
-  node: process.version, load_average_start: loadAverage(), measured_at: new Date().toISOString(),
-};
-const all = await readSnapshots(Math.max(EXACT_ITEMS, PGVECTOR_ITEMS, TRANSFORMERS_ITEMS));
-log(`read ${all.length} facilities from ${path.basename(DATA)}`);
-
-const dir = await mkdtemp(path.join(os.tmpdir(), 'ldp-bench-search-'));
-const db = await startEmbeddedPostgres({ dataDir: dir, port: await freePort() });
-const server = db.url.replace(/[^/]+$/, '');
-const createDatabase = async (name: string) => {
-  const admin = new pg.Client({ connectionString: `${server}postgres` });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  return `${server}${name}`;
-};
-
-let engineProvider: EmbeddingProvider | undefined;
-try {
-  // 3. (measured first, while this process is fresh: PGlite leaves gigabytes of heap behind,
-  //    whose collection would slow the indexing measured here) transformers with the tiny offline model
-  if (existsSync(path.join(MODELS, TINY))) {
-    const items = all.slice(0, TRANSFORMERS_ITEMS);
-    const platform = await startOn(await createDatabase('bench_transformers'), {
-      EMBEDDING_PROVIDER: 'transformers', EMBEDDING_MODEL: TINY, EMBEDDING_MODEL_PATH: MODELS,
-    });
-    try {
-      const provider = await platform.ctx.embeddings();
-      const texts = items.map((i) => searchText(domain, i.item_state));
-      const rawBefore = await rawThroughput(provider, texts);
-      const indexing = await indexingThroughput(platform, items);
-      const raw = (rawBefore + await rawThroughput(provider, texts)) / 2;
-      log(`transformers (${TINY}) ${items.length} items: raw ${Math.round(raw)} items/s, indexing ${Math.round(indexing)} items/s (${Math.round((indexing / raw) * 100)}%)`);
-      results.transformers_tiny_model = {
-        items: items.length, provider: provider.name, model: provider.version,
-        raw_items_per_s: Math.round(raw), indexing_items_per_s: Math.round(indexing), indexing_share_of_raw: round(indexing / raw, 3),
-      };
-    } finally {
-      await platform.stop();
-    }
+  // 3. The search and signals services as their own processes; the index built from empty.
+  const searchPort = await freePort();
+  const signalsPort = await freePort();
+  const searchUrl = `http://127.0.0.1:${searchPort}`;
+  const signalsUrl = `http://127.0.0.1:${signalsPort}`;
+  const searchDir = path.join(dir, 'search');
+  const serviceEnv = { ...baseEnv, HOST: '127.0.0.1', SEARCH_PORT: String(searchPort), SIGNALS_PORT: String(signalsPort), SEARCH_URL: searchUrl, SIGNALS_URL: signalsUrl };
+  const started = performance.now();
+  const search = serve('search', { ...serviceEnv, DATA_DIR: searchDir });
+  children.push(search);
+  children.push(serve('signals', { ...serviceEnv, DATA_DIR: path.join(dir, 'signals') }));
+  let status = (await ready(searchUrl)).checks.vector_backend;
+  while (status.state !== 'ready') {
+    if (status.state === 'failed') throw new Error('the vector index failed to build');
+    await sleep(500);
+    status = (await ready(searchUrl)).checks.vector_backend;
   }
+  const buildSeconds = (performance.now() - started) / 1000;
+  const fileBytes = (await stat(status.file)).size;
+  await ready(signalsUrl);
+  log(`vector index (${status.backend}) of ${status.size} vectors built from empty in ${status.build_seconds} s (${round(buildSeconds)} s from process start); file ${round(fileBytes / 2 ** 20)} MB (${Math.round(fileBytes / status.size)} B/item)`);
+  results.vector_index = {
+    backend: status.backend, size: status.size, build_seconds: status.build_seconds, ready_after_start_seconds: round(buildSeconds),
+    file_mb: round(fileBytes / 2 ** 20), file_bytes_per_item: Math.round(fileBytes / status.size),
+  };
 
-  // 1. Exact backend
+  // 4. Latency over HTTP.
+  const searchKey = (await createApiKey(pool, 'search', 'bench')).key;
+  const signalsKey = (await createApiKey(pool, 'signals', 'bench')).key;
+  const post = async (url: string, key: string, payload: unknown) => {
+    const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body: JSON.stringify(payload) });
+    const json = await res.json() as any;
+    if (res.status !== 200) throw new Error(`${url} answered ${res.status}: ${JSON.stringify(json)}`);
+    return json;
+  };
+  const runSearch = async (payload: unknown): Promise<Answer> => {
+    const { meta } = (await post(`${searchUrl}/v1/search`, searchKey, payload)).message;
+    return { total: meta.total, estimated: meta.total_estimated === true };
+  };
+  const kinds = intents(items, QUERIES);
+  const latencies: Record<string, { sequential: Latency; concurrent: Latency }> = {};
+  const report = (kind: string, s: Latency, c: Latency) => log(`${kind.padEnd(9)} 1 at a time p50 ${String(s.p50_ms).padStart(6)} p95 ${String(s.p95_ms).padStart(6)} p99 ${String(s.p99_ms).padStart(6)} ms | `
+    + `${CONCURRENCY} at a time p50 ${String(c.p50_ms).padStart(6)} p95 ${String(c.p95_ms).padStart(6)} p99 ${String(c.p99_ms).padStart(6)} ms | mean total ${s.mean_total} (${s.estimated_totals}/${s.n} estimated${s.native_fallbacks + c.native_fallbacks ? `, ${s.native_fallbacks + c.native_fallbacks} native fallbacks` : ''})`);
+  for (const [kind, queries] of Object.entries(kinds)) {
+    const request = (i: number) => runSearch(searchBody(queries[i % queries.length], i));
+    const sequential = await measure(queries.length, 1, request);
+    const concurrent = await measure(Math.max(queries.length, CONCURRENCY * 4), CONCURRENCY, request);
+    latencies[kind] = { sequential, concurrent };
+    report(kind, sequential, concurrent);
+  }
   {
-    const items = all.slice(0, EXACT_ITEMS);
-    const platform = await startOn(await createDatabase('bench_exact'), {});
-    try {
-      const provider = await platform.ctx.embeddings();
-      engineProvider = provider;
-      const texts = items.map((i) => searchText(domain, i.item_state));
-      const rawBefore = await rawThroughput(provider, texts);
-      const indexing = await indexingThroughput(platform, items);
-      const raw = (rawBefore + await rawThroughput(provider, texts)) / 2;
-      log(`exact    ${items.length} items, provider ${provider.name} (${provider.version.model_id}): raw ${Math.round(raw)} items/s, indexing ${Math.round(indexing)} items/s (${Math.round((indexing / raw) * 100)}%)`);
-      const key = (await createApiKey(platform.ctx.pool, 'search', 'bench')).key;
-      const url = `${platform.services[0].url}/v1/search`;
-      const run = async (b: unknown) => {
-        const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body: JSON.stringify(b) });
-        const json = await res.json() as { message?: { meta: { total: number } } };
-        if (res.status !== 200) throw new Error(`search answered ${res.status}: ${JSON.stringify(json)}`);
-        return json.message!.meta.total;
-      };
-      results.exact = {
-        backend: 'exact', items: items.length, provider: provider.name, model: provider.version,
-        raw_items_per_s: Math.round(raw), indexing_items_per_s: Math.round(indexing), indexing_share_of_raw: round(indexing / raw, 3),
-        queries_via: 'POST /v1/search over HTTP', queries: await latencies(intents(items, QUERIES), run, 'exact   '),
-      };
-    } finally {
-      await platform.stop();
-    }
+    const request = async (i: number): Promise<Answer> => {
+      const { meta } = await post(`${signalsUrl}/api/v1/network/item/discover`, signalsKey, discoverBody(TEXTS[i % TEXTS.length], i));
+      return { total: meta.total, estimated: false, fallback: meta.source !== 'signals_search' };
+    };
+    const sequential = await measure(QUERIES, 1, request);
+    const concurrent = await measure(Math.max(QUERIES, CONCURRENCY * 4), CONCURRENCY, request);
+    latencies.discover = { sequential, concurrent };
+    report('discover', sequential, concurrent);
   }
+  results.queries = { via: 'POST /v1/search and POST /api/v1/network/item/discover over HTTP, separate service processes', limit: 20, latencies };
 
-  // 2. pgvector backend (PGlite)
-  {
-    const items = all.slice(0, PGVECTOR_ITEMS);
-    const provider = engineProvider!;
-    const pglite = new PGlite({ extensions: { vector } });
-    try {
-      await pglite.exec('CREATE SCHEMA search');
-      await pglite.exec(await readFile(path.join(SQL_DIR, '004_search_index.sql'), 'utf8'));
-      const loadStarted = performance.now();
-      for (let k = 0; k < items.length; k += BATCH) {
-        const chunk = items.slice(k, k + BATCH);
-        const texts = chunk.map((i) => searchText(domain, i.item_state));
-        const vectors = await provider.embed(texts);
-        const data = JSON.stringify(chunk.map((item, n) => ({
-          ...item, search_text: texts[n], content_hash: contentHash(texts[n]), embedding: Array.from(vectors[n]),
-          lat: item.item_locations[0].lat, lng: item.item_locations[0].lng,
-        })));
-        await pglite.query(
-          `INSERT INTO search.items (item_id, item_network, item_domain, item_type, item_state, item_locations, created_at, source_updated_at,
-             lifecycle_status, search_text, content_hash, model_id, model_quantization, model_dimensions, embedding)
-           SELECT item_id, item_network, item_domain, item_type, item_state, item_locations, created_at, updated_at, lifecycle_status,
-                  search_text, content_hash, $2, $3, $4, embedding
-             FROM json_to_recordset($1::json) AS d(item_id uuid, item_network text, item_domain text, item_type text, item_state jsonb,
-               item_locations jsonb, created_at timestamptz, updated_at timestamptz, lifecycle_status text, search_text text,
-               content_hash text, embedding real[])`,
-          [data, provider.version.model_id, provider.version.quantization, provider.version.dimensions]);
-        await pglite.query(`INSERT INTO search.item_locations (item_id, position, lat, lng)
-          SELECT item_id, 0, lat, lng FROM json_to_recordset($1::json) AS d(item_id uuid, lat float8, lng float8)`, [data]);
-      }
-      const loadSeconds = (performance.now() - loadStarted) / 1000;
-      const buildStarted = performance.now();
-      await ensureVectorIndex(pglite, 'pgvector', provider.version);
-      const buildSeconds = (performance.now() - buildStarted) / 1000;
-      await pglite.exec('ANALYZE');
-      log(`pgvector ${items.length} items loaded into PGlite in ${loadSeconds.toFixed(1)} s, HNSW index built in ${buildSeconds.toFixed(1)} s`);
-      const engine = createSearchEngine({ network, backend: 'pgvector', provider, transaction: (fn) => pglite.transaction((tx) => fn(tx)) });
-      const run = async (b: unknown) => (await runSearch(engine, searchBodySchema.parse(b))).message.meta.total;
-      results.pgvector = {
-        backend: 'pgvector (PGlite, WASM, one query at a time)', items: items.length, provider: provider.name, model: provider.version,
-        load_seconds: round(loadSeconds), hnsw_build_seconds: round(buildSeconds), queries_via: 'search core (runSearch) in process',
-        queries: await latencies(intents(items, QUERIES), run, 'pgvector'),
-      };
-    } finally {
-      await pglite.close();
-    }
+  // 5. recall@20 against brute force over every vector.
+  const dims = provider.version.dimensions;
+  const texts = items.map((i) => searchText(domain, i.item_state));
+  const matrix = new Float32Array(items.length * dims);
+  for (let k = 0; k < items.length; k += 5000) {
+    (await provider.embed(texts.slice(k, k + 5000))).forEach((v, n) => matrix.set(v, (k + n) * dims));
   }
+  const exactTop = (q: Float32Array, exclude: number): number[] => {
+    const scores = new Float32Array(items.length);
+    for (let r = 0; r < items.length; r++) {
+      let s = 0;
+      const o = r * dims;
+      for (let d = 0; d < dims; d++) s += matrix[o + d] * q[d];
+      scores[r] = r === exclude ? -Infinity : s;
+    }
+    return Array.from(scores).sort((a, b) => b - a).slice(0, 20);
+  };
+  let hits = 0;
+  let asked = 0;
+  for (let i = 0; i < RECALL_QUERIES; i++) {
+    const anchor = i % 2 === 1;
+    const row = (i * 7919 + 13) % items.length;
+    const text = TEXTS[(i >> 1) % TEXTS.length];
+    const q = anchor ? matrix.subarray(row * dims, (row + 1) * dims) : (await provider.embed([text]))[0];
+    const top = exactTop(q, anchor ? row : -1);
+    const threshold = top[19] - 1e-5;
+    const intent = anchor ? { item: { id: items[row].item_id } } : { textSearch: text };
+    const { items: found } = (await post(`${searchUrl}/v1/search`, searchKey, searchBody(intent, 1))).message;
+    // Text queries rank their matches; an item of the exact top 20 under the threshold is not a match.
+    const wanted = anchor ? 20 : top.filter((s) => s >= provider.textThreshold).length;
+    hits += Math.min(wanted, found.filter((f: { score: number }) => f.score >= threshold).length);
+    asked += wanted;
+  }
+  const recall = hits / asked;
+  log(`recall@20 ${round(recall, 4)} over ${RECALL_QUERIES} queries (${RECALL_QUERIES / 2} texts, ${RECALL_QUERIES / 2} anchors)`);
+  results.recall_at_20 = { recall: round(recall, 4), queries: RECALL_QUERIES };
 
+  // 6. Catch-up delay: an item re-indexed with the state of another whose text is unique (the real
+  //    indexer), until the search service ranks it first for that other item as anchor: its new
+  //    vector is identical, and only the vector index can find it.
+  const textCount = new Map<string, number>();
+  for (const t of texts) textCount.set(t, (textCount.get(t) ?? 0) + 1);
+  const delays: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const x = (i * 104729 + 7) % items.length;
+    let y = (x + 50_000) % items.length;
+    while (textCount.get(texts[y]) !== 1) y = (y + 1) % items.length;
+    const changed = { ...items[x], item_state: items[y].item_state, updated_at: new Date(Date.now() + i).toISOString() };
+    const written = performance.now();
+    await indexSnapshots(platform.ctx, provider, [changed]);
+    for (;;) {
+      const { items: found } = (await post(`${searchUrl}/v1/search`, searchKey, searchBody({ item: { id: items[y].item_id } }, 1))).message;
+      if (found[0]?.item_id === items[x].item_id) break;
+      if (performance.now() - written > 30_000) throw new Error('the change never reached the vector index');
+      await sleep(20);
+    }
+    delays.push(performance.now() - written);
+  }
+  delays.sort((a, b) => a - b);
+  log(`catch-up delay: median ${Math.round(delays[2])} ms, max ${Math.round(delays[4])} ms (5 changes)`);
+  results.catch_up_ms = { median: Math.round(delays[2]), max: Math.round(delays[4]) };
+
+  // 7. Memory of the search process.
+  const rss = await rssMb(search.pid!);
+  log(`search process RSS ${rss.now} MB (peak ${rss.peak} MB)`);
+  results.search_process_rss_mb = rss;
+
+  await platform.stop();
   results.load_average_end = loadAverage();
   await mkdir(path.dirname(RESULTS), { recursive: true });
   await writeFile(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
   log(`wrote ${path.relative(repo, RESULTS)} (load average ${loadAverage().join(' ')})`);
 } finally {
+  for (const child of children) await stop(child);
   await db.stop();
   await rm(dir, { recursive: true, force: true });
 }
+

@@ -1,28 +1,56 @@
 /**
  * The search engine of a process: the embedding provider, the vector backend recorded by the
- * migration (with the HNSW index for the provider's dimension count ensured once), and a cache of
- * query-text embeddings. Built on first use per platform context.
+ * migrations with its VectorIndex (pgvector: the HNSW index for the provider's dimension count,
+ * ensured once; usearch: the in-process index, opened only by the search service —
+ * `startVectorIndex` — so a worker sharing the process keeps no copy), and a cache of query-text
+ * embeddings. Built on first use per platform context.
  */
 import { withTransaction, type Pool } from '../platform/db.ts';
+import type { Logger } from '../platform/logger.ts';
 import type { EmbeddingProvider } from './embeddings/index.ts';
 import type { Network } from '../network/config.ts';
 import type { SearchEngine } from './query.ts';
-import { ensureVectorIndex, readVectorBackend, type SqlRunner, type VectorBackendName } from './vector-backend.ts';
+import { dims, ensureVectorIndex, hnswSettings, readVectorBackend, type SqlRunner, type VectorBackendName } from './vector-backend.ts';
+import { pgvectorIndex, type VectorIndex } from './vector-index.ts';
+import { openUsearchIndex, type UsearchIndex } from './usearch-index.ts';
 
 /** Query texts whose embeddings are kept (least recently used dropped first). */
 const TEXT_CACHE_SIZE = 1000;
 
-/** A search engine over `transaction`'s database, with a query-text embedding cache. */
+/**
+ * A search engine over `transaction`'s database, with a query-text embedding cache. `index` is
+ * the vector index (default: pgvector's for that backend, none for usearch until
+ * `attachIndex`); while it is missing or not ready, searches take the exact path (logged once
+ * per change through `logger`).
+ */
 export function createSearchEngine(parts: {
   network: Network;
   backend: VectorBackendName;
   provider: EmbeddingProvider;
   transaction<T>(fn: (db: SqlRunner) => Promise<T>): Promise<T>;
-}): SearchEngine {
+  index?: VectorIndex;
+  exactMaxRows?: number;
+  totalExactBound?: number;
+  logger?: Logger;
+}): SearchEngine & { attachIndex(index: VectorIndex): void; index?: VectorIndex } {
   const cache = new Map<string, Promise<Float32Array>>();
-  return {
+  let wasReady: boolean | undefined;
+  const engine = {
     ...parts,
-    embedText(text) {
+    index: parts.index ?? (parts.backend === 'pgvector' ? pgvectorIndex(dims(parts.provider.version), hnswSettings) : undefined),
+    attachIndex(index: VectorIndex) {
+      engine.index = index;
+    },
+    vectorIndex() {
+      const ready = engine.index?.ready() ?? false;
+      if (ready !== wasReady && engine.index) {
+        if (ready) parts.logger?.info({ backend: parts.backend }, 'vector index ready: searches use it');
+        else parts.logger?.warn({ backend: parts.backend }, 'vector index not ready: searches take the exact path');
+      }
+      wasReady = ready;
+      return ready ? engine.index : undefined;
+    },
+    embedText(text: string) {
       let vector = cache.get(text);
       if (vector) {
         cache.delete(text); // re-inserted below as the most recent
@@ -35,30 +63,34 @@ export function createSearchEngine(parts: {
       return vector;
     },
   };
+  return engine;
 }
 
 /** What building an engine needs of a process (the platform context satisfies it). */
 export interface SearchEngineDeps {
   pool: Pool;
   network: Network;
+  logger: Logger;
+  config: { dataDirPath: string };
   /** The process's embedding provider (created once, shared). */
   embeddings(): Promise<EmbeddingProvider>;
 }
 
-const engines = new WeakMap<SearchEngineDeps, Promise<SearchEngine>>();
+type Engine = ReturnType<typeof createSearchEngine>;
+const engines = new WeakMap<SearchEngineDeps, Promise<Engine>>();
 
 /**
  * The engine of `ctx`, built on first call (a failed build is retried on the next call).
  * @throws Error when the provider cannot be created or the index schema is missing.
  */
-export function searchEngine(ctx: SearchEngineDeps): Promise<SearchEngine> {
+export function searchEngine(ctx: SearchEngineDeps): Promise<Engine> {
   let engine = engines.get(ctx);
   if (!engine) {
     engine = (async () => {
       const provider = await ctx.embeddings();
       const backend = await readVectorBackend(ctx.pool);
       await ensureVectorIndex(ctx.pool, backend, provider.version);
-      return createSearchEngine({ network: ctx.network, backend, provider, transaction: (fn) => withTransaction(ctx.pool, fn) });
+      return createSearchEngine({ network: ctx.network, backend, provider, logger: ctx.logger, transaction: (fn) => withTransaction(ctx.pool, fn) });
     })();
     engine.catch(() => engines.delete(ctx));
     engines.set(ctx, engine);
@@ -67,18 +99,39 @@ export function searchEngine(ctx: SearchEngineDeps): Promise<SearchEngine> {
 }
 
 /**
+ * Starts the search service's vector index: for the usearch backend, opens (loads or builds in
+ * the background) the in-process index under DATA_DIR and attaches it to the engine; pgvector
+ * needs nothing. Called once by the search service at start.
+ * @returns the engine's index (undefined when the engine cannot be built; logged by the caller).
+ */
+export async function startVectorIndex(ctx: SearchEngineDeps): Promise<VectorIndex | undefined> {
+  const engine = await searchEngine(ctx);
+  if (engine.backend === 'usearch' && !engine.index) {
+    engine.attachIndex(openUsearchIndex({ pool: ctx.pool, logger: ctx.logger, dataDir: ctx.config.dataDirPath, version: engine.provider.version }));
+  }
+  return engine.index;
+}
+
+/** The in-process index of `ctx`'s engine, if one is open. */
+export async function usearchIndexOf(ctx: SearchEngineDeps): Promise<UsearchIndex | undefined> {
+  const index = (await searchEngine(ctx)).index;
+  return index?.backend === 'usearch' ? index as UsearchIndex : undefined;
+}
+
+/**
  * Readiness checks of the search service for `/ready`: the embedding provider (transformers with
- * its model, or hashing and why the model did not load) and the vector backend (pgvector | exact).
+ * its model, or hashing and why the model did not load) and the vector backend (pgvector | usearch)
+ * with its index's state (usearch: loading, building, ready or failed; size; file).
  */
 export async function searchReadiness(ctx: SearchEngineDeps): Promise<Record<string, { ok: boolean; [detail: string]: unknown }>> {
   try {
-    const { provider, backend } = await searchEngine(ctx);
+    const { provider, backend, index } = await searchEngine(ctx);
     return {
       embeddings: {
         ok: true, provider: provider.name, model_id: provider.version.model_id, quantization: provider.version.quantization,
         dimensions: provider.version.dimensions, ...(provider.fallbackReason ? { reason: provider.fallbackReason } : {}),
       },
-      vector_backend: { ok: true, backend },
+      vector_backend: { ok: true, backend, ...(index?.status() ?? { state: 'not started' }) },
     };
   } catch (err) {
     return { search_engine: { ok: false, error: (err as Error).message } };

@@ -93,30 +93,36 @@ export function resolveFilter(domain: Domain, filter: { op: FilterOp; target: st
 
 /** SQL condition for `f` on the row alias `a`; `p` adds a parameter and returns its placeholder. */
 export function filterSql(f: ResolvedFilter, a: string, p: (value: unknown) => string): string {
-  const name = `${p(f.field.name)}::text`;
-  const json = `${a}.item_state -> ${name}`;
-  const text = `${a}.item_state ->> ${name}`;
+  // Placeholders are added only where used: a statement must use every parameter it is sent.
+  const name = () => `${p(f.field.name)}::text`;
+  const jsonOf = () => `${a}.item_state -> ${name()}`;
+  const textOf = () => `${a}.item_state ->> ${name()}`;
   const isArrayField = f.field.kind === 'array';
+  // Scalar equality as containment (`@>`), which the GIN jsonb_path_ops index on item_state serves
+  // (sql/011_search_ann.sql); for a scalar field the two mean the same.
+  const contains = (value: unknown) => `${a}.item_state @> ${p(JSON.stringify({ [f.field.name]: value }))}::jsonb`;
   switch (f.op) {
     case 'eq':
-      return `${json} = ${p(JSON.stringify(f.value))}::jsonb`;
+      return isArrayField ? `${jsonOf()} = ${p(JSON.stringify(f.value))}::jsonb` : contains(f.value);
     case 'neq':
-      return `${json} IS DISTINCT FROM ${p(JSON.stringify(f.value))}::jsonb`;
+      return `${jsonOf()} IS DISTINCT FROM ${p(JSON.stringify(f.value))}::jsonb`;
     case 'in':
-      return `${json} IN (SELECT jsonb_array_elements(${p(JSON.stringify(f.value))}::jsonb))`;
+      return `(${(f.value as unknown[]).map(contains).join(' OR ')})`;
     case 'contains':
       return isArrayField
-        ? `${json} @> ${p(JSON.stringify(f.value))}::jsonb`
-        : `strpos(lower(${text}), ${p((f.value as string).toLowerCase())}) > 0`;
-    case 'contains_any':
+        ? `${jsonOf()} @> ${p(JSON.stringify(f.value))}::jsonb`
+        : `strpos(lower(${textOf()}), ${p((f.value as string).toLowerCase())}) > 0`;
+    case 'contains_any': {
+      const values = p(isArrayField ? JSON.stringify(f.value) : (f.value as string[]).map((v) => v.toLowerCase()));
       return isArrayField
-        ? `EXISTS (SELECT 1 FROM jsonb_array_elements(${p(JSON.stringify(f.value))}::jsonb) AS x(v) WHERE ${json} @> jsonb_build_array(x.v))`
-        : `EXISTS (SELECT 1 FROM unnest(${p((f.value as string[]).map((v) => v.toLowerCase()))}::text[]) AS x(v) WHERE strpos(lower(${text}), x.v) > 0)`;
+        ? `EXISTS (SELECT 1 FROM jsonb_array_elements(${values}::jsonb) AS x(v) WHERE ${jsonOf()} @> jsonb_build_array(x.v))`
+        : `EXISTS (SELECT 1 FROM unnest(${values}::text[]) AS x(v) WHERE strpos(lower(${textOf()}), x.v) > 0)`;
+    }
     default: {
       const cmp = { gt: '>', gte: '>=', lt: '<', lte: '<=' }[f.op];
-      return f.field.kind === 'string'
-        ? `(${text}) COLLATE "C" ${cmp} ${p(f.value)}::text`
-        : `(CASE WHEN jsonb_typeof(${json}) = 'number' THEN (${json})::numeric END) ${cmp} ${p(f.value)}::numeric`;
+      if (f.field.kind === 'string') return `(${textOf()}) COLLATE "C" ${cmp} ${p(f.value)}::text`;
+      const json = jsonOf();
+      return `(CASE WHEN jsonb_typeof(${json}) = 'number' THEN (${json})::numeric END) ${cmp} ${p(f.value)}::numeric`;
     }
   }
 }

@@ -3,9 +3,11 @@
  * decisions of the issue and docs/decisions.md):
  * - scope: items of `context.networkId` / `domain` / `itemType` that are live; the anchor itself is
  *   never a result; every condition is ANDed;
- * - `textSearch` narrows: an item qualifies when every word of the text occurs in its searchable
- *   text, or when the cosine similarity of its embedding to the text's reaches the provider's
- *   threshold; the text's embedding ranks unless an anchor supplies the ranking vector;
+ * - `textSearch` narrows (issue 14, docs/decisions.md): an item matches when every word of the
+ *   text is a word of its searchable text (full-text index, `simple` configuration), or when it is among the
+ *   VECTOR_MATCH_LIMIT nearest neighbours of the text's embedding within the scope and filters and
+ *   its cosine similarity reaches the provider's threshold (served by the vector index); the
+ *   text's embedding ranks unless an anchor supplies the ranking vector;
  * - anchor `item.id`: indexed in the same network (404), the interaction matrix lets its domain
  *   reach `context.domain` (403); its embedding ranks and its first location can be the centre;
  * - `spatial` s_dwithin filters (any location within range, bounding-box prefilter on the GiST
@@ -15,7 +17,10 @@
  *   whose precondition is unmet degrades to newest; ties fall back to newest, then item id;
  * - `score` is the cosine similarity to the ranking vector, `distanceMeters` the distance from the
  *   centre (nearest order) or the first s_dwithin point to the item's nearest location;
- * - `meta.total` is exact (a count under the same conditions), and every page is complete.
+ * - `meta.total` is exact up to TOTAL_EXACT_BOUND; past it, an estimate from a table sample,
+ *   flagged `meta.total_estimated: true`; every page is complete.
+ * Nearest neighbours come from the engine's VectorIndex (lib/search/vector-index.ts) when it is
+ * ready and the candidates are many, else from the exact path.
  * Relevance compares only vectors of the provider's model version: during a re-index after a model
  * change, items not yet re-embedded cannot be ranked (or matched by similarity) until they are.
  */
@@ -26,7 +31,20 @@ import { interactionAllowed, type Network } from '../network/config.ts';
 import { filterSql, resolveFilter, type ResolvedFilter } from './filters.ts';
 import { boundingBox, fromCoordinates, type GeoPoint } from '../network/geo.ts';
 import { DEFAULT_LIMIT, DEFAULT_VERSION, SearchError, type SearchBody, type SortOrder } from './request.ts';
-import { hnswSettings, sameModelSql, vectorSql, type SqlRunner, type VectorBackendName, type VectorSql } from './vector-backend.ts';
+import { sameModelSql, type SqlRunner, type VectorBackendName } from './vector-backend.ts';
+import { decodeRealArray, exactNearest, refine, type CandidateFilter, type Neighbour, type VectorIndex } from './vector-index.ts';
+
+/** Nearest neighbours of a text's embedding that can match it by similarity (see the file's rules). */
+export const VECTOR_MATCH_LIMIT = 200;
+/** `meta.total` is counted exactly up to this many rows; past it, estimated. */
+export const TOTAL_EXACT_BOUND = 1000;
+/** Candidate sets of at most this many rows are ranked exactly rather than through the index. */
+export const EXACT_MAX_ROWS = 1000;
+/**
+ * Rows beyond the page whose similarity is recomputed exactly before ranking: f16 index distances
+ * reorder the many near-equal texts of real data (recall@20 0.89 with 10 on the PMGSY file).
+ */
+const REFINE_MARGIN = 100;
 
 /** Everything a search needs; built once per process (lib/search/engine.ts) or per test. */
 export interface SearchEngine {
@@ -37,6 +55,12 @@ export interface SearchEngine {
   transaction<T>(fn: (db: SqlRunner) => Promise<T>): Promise<T>;
   /** The embedding of a query text (cached). */
   embedText(text: string): Promise<Float32Array>;
+  /** The vector index when it can answer now; undefined while it is built (exact path). */
+  vectorIndex(): VectorIndex | undefined;
+  /** Candidate sets up to this size are ranked exactly (default EXACT_MAX_ROWS). */
+  exactMaxRows?: number;
+  /** meta.total is exact up to this many rows (default TOTAL_EXACT_BOUND). */
+  totalExactBound?: number;
 }
 
 /** A result: the item record with `lifecycle_status`, and `score` / `distanceMeters` when they apply. */
@@ -44,7 +68,7 @@ export type SearchItem = ItemRecord & { score?: number; distanceMeters?: number 
 
 export interface SearchResponse {
   context: Record<string, unknown> & { version: string };
-  message: { items: SearchItem[]; meta: { total: number; limit: number; offset: number; sort_applied: SortOrder } };
+  message: { items: SearchItem[]; meta: { total: number; total_estimated?: true; limit: number; offset: number; sort_applied: SortOrder } };
 }
 
 /** Lower-cased words of a text search (letters and digits). */
@@ -122,119 +146,193 @@ export function sortApplied(requested: SortOrder | undefined, hasRanking: boolea
   return hasRanking ? 'relevance' : hasCentre ? 'nearest' : 'newest';
 }
 
+/** A SQL condition over alias `i`, written with `p` (adds a parameter, returns its placeholder). */
+type Cond = (p: (value: unknown) => string) => string;
+
+/** The conditions as one WHERE with their own parameters ($1..$n). */
+function filterOf(conds: Cond[]): CandidateFilter {
+  const params: unknown[] = [];
+  const p = (value: unknown) => `$${params.push(value)}`;
+  return { where: conds.map((c) => `(${c(p)})`).join(' AND ') || 'true', params };
+}
+
+/** Rows passing `conds`, counted up to `bound`: the count, or undefined when there are more. */
+async function boundedCount(db: SqlRunner, conds: Cond[], bound: number): Promise<number | undefined> {
+  const f = filterOf(conds);
+  const { rows: [row] } = await db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM (SELECT 1 FROM search.items i WHERE ${f.where} LIMIT ${bound + 1}) s`, f.params);
+  return row.n <= bound ? row.n : undefined;
+}
+
+/**
+ * The planner's estimate of the rows passing `conds` (EXPLAIN; from the column statistics and the
+ * full-text index's lexeme statistics), at least `floor`.
+ */
+async function estimateCount(db: SqlRunner, conds: Cond[], floor: number): Promise<number> {
+  const f = filterOf(conds);
+  const { rows: [row] } = await db.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) SELECT 1 FROM search.items i WHERE ${f.where}`, f.params);
+  const plan = typeof row['QUERY PLAN'] === 'string' ? JSON.parse(row['QUERY PLAN']) : row['QUERY PLAN'];
+  return Math.max(floor, Math.round(Number((plan as [{ Plan: { 'Plan Rows': number } }])[0].Plan['Plan Rows'])));
+}
+
 /**
  * Answers a validated `/v1/search` body.
  * @throws SearchError 400 (scope or filters), 404 / 403 (anchor).
  */
 export async function runSearch(engine: SearchEngine, body: SearchBody): Promise<SearchResponse> {
-  const { network, provider, backend } = engine;
+  const { network, provider } = engine;
   const { context, message: { intent, pagination } } = body;
   const limit = pagination?.limit ?? DEFAULT_LIMIT;
   const offset = pagination?.offset ?? 0;
+  const depth = offset + limit;
+  const exactMax = engine.exactMaxRows ?? EXACT_MAX_ROWS;
+  const totalBound = engine.totalExactBound ?? TOTAL_EXACT_BOUND;
   const { filters } = checkScope(network, body);
 
   const terms = textTerms(intent.textSearch ?? '');
   // Embedded before a connection is taken: a model call can take a while.
   const textVector = terms.length ? await engine.embedText(intent.textSearch!.trim()) : undefined;
+  const index = engine.vectorIndex();
 
   return engine.transaction(async (db) => {
     const anchor = intent.item ? await loadAnchor(db, network, body, provider, intent.item.id) : undefined;
     const spatial = (intent.spatial ?? []).map((s) => ({ point: fromCoordinates(s.geometry.coordinates), meters: s.distanceMeters }));
-    const ranking = anchor?.vector ?? (textVector ? Array.from(textVector) : undefined);
+    const ranking = anchor?.vector ? Float32Array.from(anchor.vector) : textVector;
     const centre = intent.orderingCenter ? fromCoordinates(intent.orderingCenter.coordinates) : spatial[0]?.point ?? anchor?.location;
     const sort = sortApplied(intent.sort, ranking !== undefined, centre !== undefined);
     const distanceFrom = sort === 'nearest' ? centre : spatial[0]?.point;
+    const relevance = sort === 'relevance';
 
-    // Each parameter is added where the SQL first uses it: a count must reference all of its own.
-    const params: unknown[] = [];
-    const p = (value: unknown) => `$${params.push(value)}`;
-    let modelParams: { id: string; quantization: string } | undefined;
-    const sameModel = () => sameModelSql('i', provider.version, (modelParams ??= { id: p(provider.version.model_id), quantization: p(provider.version.quantization) }));
-    const where = [
-      `i.item_network = ${p(context.networkId)}`, `i.item_domain = ${p(context.domain)}`, `i.item_type = ${p(context.itemType)}`,
-      `i.lifecycle_status = 'live'`,
-    ];
-    if (anchor) where.push(`i.item_id <> ${p(anchor.id)}::uuid`);
-    for (const f of filters) where.push(filterSql(f, 'i', p));
-    for (const s of spatial) {
-      const box = boundingBox(s.point, s.meters);
-      where.push(`EXISTS (SELECT 1 FROM search.item_locations l WHERE l.item_id = i.item_id
-        AND point(l.lng, l.lat) <@ box(point(${p(box.minLng)}, ${p(box.minLat)}), point(${p(box.maxLng)}, ${p(box.maxLat)}))
-        AND search.distance_m(${p(s.point.lat)}, ${p(s.point.lng)}, l.lat, l.lng) <= ${p(s.meters)})`);
-    }
-    // Relevance ranks only vectors comparable with the ranking vector.
-    if (ranking && sort === 'relevance') where.push(sameModel());
-
-    // Text narrowing: every word contained, or the similarity to the text reaches the threshold.
-    // The similarity is NULL for vectors of another model version (CASE, not AND: a vector of
-    // another dimension count must never reach it).
-    let textVectorSql: VectorSql | undefined;
-    let textSim: string | undefined;
-    let narrowing = (_a: string, _sim: string) => 'true';
-    if (textVector) {
-      textVectorSql = vectorSql(backend, provider.version, p(Array.from(textVector)));
-      textSim = `CASE WHEN ${sameModel()} THEN ${textVectorSql.similarity('i')} END`;
-      const words = terms.map((t) => p(t));
-      const threshold = p(provider.textThreshold);
-      narrowing = (a, sim) => `((${words.map((w) => `strpos(lower(${a}.search_text), ${w}) > 0`).join(' AND ')}) OR ${sim} >= ${threshold})`;
-    }
-    const narrowingParams = [...params];
-    // The ranking vector: the anchor's, else the text's (whose SQL is already there).
-    const textRanks = ranking !== undefined && !anchor?.vector;
-    const rankVectorSql = textRanks ? textVectorSql : ranking ? vectorSql(backend, provider.version, p(ranking)) : undefined;
-    const score = !rankVectorSql ? undefined : textRanks ? textSim
-      : sort === 'relevance' ? rankVectorSql.similarity('i') : `CASE WHEN ${sameModel()} THEN ${rankVectorSql.similarity('i')} END`;
-    const distance = distanceFrom ? `(SELECT min(search.distance_m(${p(distanceFrom.lat)}, ${p(distanceFrom.lng)}, l.lat, l.lng))
-        FROM search.item_locations l WHERE l.item_id = i.item_id)` : undefined;
-    const rankingParams = [...params];
-    const page = `LIMIT ${p(limit)} OFFSET ${p(offset)}`;
-    /** The order applied: `k` prefixes the row's columns, `c` the computed score and dist. */
-    const order = (k: string, c: string) => (sort === 'relevance' ? `${c}score DESC, ${k}created_at DESC, ${k}item_id DESC`
-      : sort === 'nearest' ? `${c}dist ASC NULLS LAST, ${k}created_at DESC, ${k}item_id DESC` : `${k}created_at DESC, ${k}item_id DESC`);
-    const whereSql = where.join('\n  AND ');
-
-    let total: number;
-    let ranked: { item_id: string; score: number | null; dist: number | null }[] = [];
-    if (backend === 'exact') {
-      // One pass over the rows: each similarity computed once per row (the OFFSET 0 fence keeps
-      // the subquery's columns from being inlined into every use), the count over the same rows.
-      const inner = `SELECT i.item_id, i.created_at${textSim ? ', i.search_text' : ''}, ${textSim ?? 'NULL::float8'} AS text_sim,
-          ${score && !textRanks ? score : 'NULL::float8'} AS score, ${distance ?? 'NULL::float8'} AS dist
-        FROM search.items i WHERE ${whereSql} OFFSET 0`;
-      const from = `FROM (${inner}) s WHERE ${narrowing('s', 's.text_sim')}`;
-      const { rows } = await db.query<{ item_id: string; score: number | null; dist: number | null; total: number }>(
-        `SELECT s.item_id, s.created_at, ${textRanks ? 's.text_sim' : 's.score'} AS score, s.dist, count(*) OVER ()::int AS total
-           ${from} ORDER BY ${order('s.', '')} ${page}`, params);
-      ranked = rows;
-      total = rows[0]?.total ?? (await db.query<{ total: number }>(`SELECT count(*)::int AS total ${from}`, rankingParams)).rows[0].total;
-    } else {
-      const narrowed = `FROM search.items i WHERE ${whereSql} AND ${narrowing('i', textSim ?? 'NULL::float8')}`;
-      total = (await db.query<{ total: number }>(`SELECT count(*)::int AS total ${narrowed}`, narrowingParams)).rows[0].total;
-      const expected = Math.max(0, Math.min(limit, total - offset));
-      const pageSql = (orderBy: string) => `SELECT i.item_id, ${score ?? 'NULL::float8'} AS score, ${distance ?? 'NULL::float8'} AS dist
-        ${narrowed} ORDER BY ${orderBy} ${page}`;
-      if (expected > 0 && sort === 'relevance') {
-        // The HNSW index serves ORDER BY distance alone; should it return fewer rows than the
-        // exact count promises (iterative scan limits), the page is read again by exact sort.
-        for (const setting of hnswSettings(offset + limit)) await db.query(setting);
-        ranked = (await db.query(pageSql(rankVectorSql!.indexOrder!('i')), params)).rows;
+    // The scope, filters and places; then the rows whose vectors compare with the query's.
+    const scope: Cond = (p) => {
+      const where = [
+        `i.item_network = ${p(context.networkId)}`, `i.item_domain = ${p(context.domain)}`, `i.item_type = ${p(context.itemType)}`,
+        `i.lifecycle_status = 'live'`,
+      ];
+      if (anchor) where.push(`i.item_id <> ${p(anchor.id)}::uuid`);
+      for (const f of filters) where.push(filterSql(f, 'i', p));
+      for (const s of spatial) {
+        const box = boundingBox(s.point, s.meters);
+        where.push(`EXISTS (SELECT 1 FROM search.item_locations l WHERE l.item_id = i.item_id
+          AND point(l.lng, l.lat) <@ box(point(${p(box.minLng)}, ${p(box.minLat)}), point(${p(box.maxLng)}, ${p(box.maxLat)}))
+          AND search.distance_m(${p(s.point.lat)}, ${p(s.point.lng)}, l.lat, l.lng) <= ${p(s.meters)})`);
       }
-      if (ranked.length < expected) ranked = (await db.query(pageSql(order('i.', '')), params)).rows;
+      return where.join('\n AND ');
+    };
+    const sameModel: Cond = (p) => sameModelSql('i', provider.version, { id: p(provider.version.model_id), quantization: p(provider.version.quantization) });
+    const comparable = [scope, sameModel];
+    // Relevance ranks only vectors comparable with the ranking vector.
+    const base = relevance && ranking ? comparable : [scope];
+
+    /**
+     * The `k` nearest rows to `vector` passing `conds` (`known`: how many pass, when counted); the
+     * first `exactTop` of them ranked by exact similarity (the index's are approximate).
+     */
+    const nearest = async (vector: Float32Array, k: number, conds: Cond[], known: number | undefined, exactTop: number): Promise<Neighbour[]> => {
+      if (index && (known === undefined || known > exactMax)) {
+        // A margin beyond k, so that the exact re-ranking can bring in what f16 distances put just below.
+        const found = await index.search(db, vector, exactTop ? k + REFINE_MARGIN : k, filterOf(conds));
+        if (found.length >= (known === undefined ? k : Math.min(k, known))) return (await refine(db, vector, found, exactTop + REFINE_MARGIN)).slice(0, k);
+      }
+      return exactNearest(db, vector, k, filterOf(conds));
+    };
+
+    // Text: the lexical condition (full-text index), and the text's nearest neighbours in the scope
+    // (network, domain, type; not filters, places or anchor, so one index search serves any of
+    // them) whose similarity reaches the threshold (vector index).
+    let textMatch: Cond | undefined;
+    let lexical: Cond | undefined;
+    /** The similar items that pass the scope, filters and places, most similar first. */
+    let vectorMatches: Neighbour[] = [];
+    let similarNotLexical = 0;
+    if (textVector) {
+      // Whole words: a prefix (`word:*`) search makes GIN collect every matching entry's postings
+      // (4-5x slower for three common words, measured on the full file).
+      const query = terms.join(' & ');
+      lexical = (p) => `to_tsvector('simple', i.search_text) @@ to_tsquery('simple', ${p(query)})`;
+      const textScope: Cond = (p) => `i.item_network = ${p(context.networkId)} AND i.item_domain = ${p(context.domain)}
+        AND i.item_type = ${p(context.itemType)} AND i.lifecycle_status = 'live'`;
+      const scopeCount = await boundedCount(db, [textScope, sameModel], exactMax);
+      const similar = (await nearest(textVector, VECTOR_MATCH_LIMIT, [textScope, sameModel], scopeCount, 0))
+        .filter((n) => n.similarity >= provider.textThreshold);
+      const ids = similar.map((n) => n.item_id);
+      if (ids.length) {
+        const f = filterOf([...base, (p) => `i.item_id = ANY(${p(ids)}::uuid[])`]);
+        const { rows } = await db.query<{ item_id: string; lexical: boolean }>(
+          `SELECT i.item_id::text AS item_id, ${lexical((v) => `$${f.params.push(v)}`)} AS lexical FROM search.items i WHERE ${f.where}`, f.params);
+        const passing = new Set(rows.map((r) => r.item_id));
+        vectorMatches = similar.filter((n) => passing.has(n.item_id));
+        similarNotLexical = rows.filter((r) => !r.lexical).length;
+        textMatch = (p) => `(${lexical!(p)}) OR i.item_id = ANY(${p(ids)}::uuid[])`;
+      } else textMatch = lexical;
+    }
+    const matching = textMatch ? [...base, textMatch] : base;
+
+    // meta.total: |lexical ∪ similar| = |lexical| + |similar but not lexical|, exact up to the bound.
+    let total: number;
+    let estimated = false;
+    const counted = textMatch ? [...base, lexical!] : base;
+    const exact = await boundedCount(db, counted, totalBound);
+    if (exact !== undefined) total = exact;
+    else {
+      total = await estimateCount(db, counted, totalBound + 1);
+      estimated = true;
+    }
+    total += similarNotLexical;
+
+    // The page: by rank through the vector index, else ordered in SQL.
+    let page: { item_id: string; score?: number }[] = [];
+    if (offset < total || estimated) {
+      if (relevance && ranking) {
+        const known = estimated ? undefined : total;
+        // The similar items rank first (any other match is less similar, or it would be among them).
+        const ranked = ranking === textVector && depth <= vectorMatches.length ? await refine(db, ranking, vectorMatches, depth + REFINE_MARGIN)
+          : await nearest(ranking, depth, matching, known, depth);
+        page = ranked.slice(offset, depth).map((n) => ({ item_id: n.item_id, score: n.similarity }));
+      } else {
+        const f = filterOf(matching);
+        const p = (value: unknown) => `$${f.params.push(value)}`;
+        const distance = distanceFrom ? `(SELECT min(search.distance_m(${p(distanceFrom.lat)}, ${p(distanceFrom.lng)}, l.lat, l.lng))
+            FROM search.item_locations l WHERE l.item_id = i.item_id)` : 'NULL::float8';
+        const order = sort === 'nearest' ? 'dist ASC NULLS LAST, i.created_at DESC, i.item_id DESC' : 'i.created_at DESC, i.item_id DESC';
+        // Counted matches (at most the bound) are collected, then sorted: walking the newest-first
+        // index instead (the planner's choice under a LIMIT) reads the whole scope when the matches
+        // are all old ones, e.g. the districts of the file's first rows (500 ms against 10 ms,
+        // measured). Past the bound the index is walked, as the planner chooses.
+        const select = `SELECT i.item_id::text AS item_id, i.created_at, ${distance} AS dist FROM search.items i WHERE ${f.where}`;
+        const { rows } = await db.query<{ item_id: string }>(!estimated
+          ? `WITH m AS MATERIALIZED (${select}) SELECT i.item_id, i.dist FROM m AS i
+              ORDER BY ${order} LIMIT ${p(limit)} OFFSET ${p(offset)}`
+          : `${select} ORDER BY ${order} LIMIT ${p(limit)} OFFSET ${p(offset)}`, f.params);
+        page = rows;
+      }
     }
 
-    // The page's records, in the ranked order.
-    const { rows: records } = ranked.length
-      ? await db.query<SearchItem>(`SELECT ${RESULT_COLUMNS} FROM search.items i WHERE i.item_id = ANY($1::uuid[])`, [ranked.map((r) => r.item_id)])
+    // The page's records in order, with the distance and (when something ranks) the exact score.
+    const params: unknown[] = [page.map((r) => r.item_id)];
+    const p = (value: unknown) => `$${params.push(value)}`;
+    const distance = distanceFrom ? `(SELECT min(search.distance_m(${p(distanceFrom.lat)}, ${p(distanceFrom.lng)}, l.lat, l.lng))
+        FROM search.item_locations l WHERE l.item_id = i.item_id)` : 'NULL::float8';
+    const needScores = ranking && !(relevance && ranking);
+    const embedding = needScores ? `CASE WHEN ${sameModel(p)} THEN array_send(i.embedding) END` : 'NULL::bytea';
+    const { rows: records } = page.length
+      ? await db.query<SearchItem & { dist: number | null; e: Uint8Array | null }>(
+        `SELECT ${RESULT_COLUMNS}, ${distance} AS dist, ${embedding} AS e FROM search.items i WHERE i.item_id = ANY($1::uuid[])`, params)
       : { rows: [] };
     const byId = new Map(records.map((r) => [r.item_id, r]));
-    const items: SearchItem[] = ranked.map((r) => ({
-      ...byId.get(r.item_id)!,
-      ...(r.score != null ? { score: Number(r.score) } : {}),
-      ...(r.dist != null ? { distanceMeters: Number(r.dist) } : {}),
-    }));
+    const items: SearchItem[] = page.map((r) => {
+      const { dist, e, ...record } = byId.get(r.item_id)!;
+      let score = r.score;
+      if (score === undefined && e && ranking) {
+        const v = decodeRealArray(e);
+        score = 0;
+        for (let n = 0; n < v.length; n++) score += v[n] * ranking[n];
+      }
+      return { ...record, ...(score !== undefined ? { score } : {}), ...(dist != null ? { distanceMeters: Number(dist) } : {}) };
+    });
     return {
       context: { ...context, version: context.version ?? DEFAULT_VERSION },
-      message: { items, meta: { total, limit, offset, sort_applied: sort } },
+      message: { items, meta: { total, ...(estimated ? { total_estimated: true as const } : {}), limit, offset, sort_applied: sort } },
     };
   });
 }

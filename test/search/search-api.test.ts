@@ -160,7 +160,8 @@ describe('POST /v1/search: envelope, scope and errors', () => {
   it('reports the embedding provider and vector backend in /ready', async () => {
     const res = await request(platform.url('search')).get('/ready');
     expect(res.body.checks.embeddings).toEqual({ ok: true, provider: 'hashing', model_id: 'ldp-hashing-ngram-v1', quantization: 'none', dimensions: 384 });
-    expect(res.body.checks.vector_backend).toEqual({ ok: true, backend: 'exact' });
+    expect(res.body.checks.vector_backend).toMatchObject({ ok: true, backend: 'usearch' });
+    expect(['loading', 'building', 'ready']).toContain(res.body.checks.vector_backend.state);
   });
 });
 

@@ -1,13 +1,15 @@
 /**
- * The pgvector backend against the exact one: the index schema (sql/004_search_index.sql) migrated
- * into PGlite with real pgvector compiled to WASM (@electric-sql/pglite-pgvector) and into the
- * embedded PostgreSQL (exact backend), the same rows written to both, and the same searches run
- * by the same query builder must give the same results. The HNSW index must serve the relevance
- * order (its ORDER BY carries no tiebreaker).
+ * The two vector backends on one small fixture: the index schema (sql/004_search_index.sql and
+ * sql/011_search_ann.sql) migrated into PGlite with real pgvector compiled to WASM
+ * (@electric-sql/pglite-pgvector) and into the embedded PostgreSQL (in-process usearch index),
+ * the same rows written to both, and the same searches run by the same query builder, each through
+ * its vector index (exactMaxRows 0), must give the same results. The HNSW index must serve the
+ * relevance order (its ORDER BY carries no tiebreaker).
  */
 import { readFile } from 'node:fs/promises';
 import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
+import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { withTransaction } from '../../lib/platform/db.ts';
@@ -19,7 +21,10 @@ import { runSearch, type SearchEngine, type SearchItem } from '../../lib/search/
 import { searchBodySchema } from '../../lib/search/request.ts';
 import { ensureVectorIndex, readVectorBackend, type SqlRunner } from '../../lib/search/vector-backend.ts';
 import { SQL_DIR } from '../../lib/platform/migrate.ts';
-import { createTestDatabase } from '../helpers/platform.ts';
+import { createTestDatabase, tempDir } from '../helpers/platform.ts';
+import { openUsearchIndex, type UsearchIndex } from '../../lib/search/usearch-index.ts';
+import { createLogger } from '../../lib/platform/logger.ts';
+import { rm } from 'node:fs/promises';
 
 const ROWS = 1200;
 const KINDS = [
@@ -45,6 +50,8 @@ let pglite: PGlite;
 let pool: pg.Pool;
 let pgvectorEngine: SearchEngine;
 let exactEngine: SearchEngine;
+let usearch: UsearchIndex;
+let dataDir: string;
 const queries: { sql: string; params?: unknown[] }[] = [];
 /** When set, hnsw.ef_search and max_scan_tuples are lowered to this: the scan gives up early, as on a large index. */
 let scanLimit: number | undefined;
@@ -75,7 +82,7 @@ async function rows() {
   return out;
 }
 
-/** The same INSERTs for both databases: the generated column (cube chunks or vector) follows from `embedding`. */
+/** The same INSERTs for both databases. */
 async function load(db: SqlRunner, data: Awaited<ReturnType<typeof rows>>) {
   for (let i = 0; i < data.length; i += 200) {
     const chunk = JSON.stringify(data.slice(i, i + 200));
@@ -97,15 +104,16 @@ beforeAll(async () => {
   const data = await rows();
   const network = await loadNetwork('local-discovery');
 
-  pglite = new PGlite({ extensions: { vector } });
+  pglite = new PGlite({ extensions: { vector, pg_trgm } });
   await pglite.exec('CREATE SCHEMA search');
   await pglite.exec(await readFile(`${SQL_DIR}/004_search_index.sql`, 'utf8'));
+  await pglite.exec(await readFile(`${SQL_DIR}/011_search_ann.sql`, 'utf8'));
   expect(await readVectorBackend(pglite)).toBe('pgvector');
   await load(pglite, data);
   await ensureVectorIndex(pglite, 'pgvector', provider.version);
   await pglite.exec('ANALYZE');
   pgvectorEngine = createSearchEngine({
-    network, backend: 'pgvector', provider,
+    network, backend: 'pgvector', provider, exactMaxRows: 0, totalExactBound: ROWS,
     // Records the SQL it runs, to check the plans below.
     transaction: (fn) => pglite.transaction((tx) => fn({
       query: async (sql: string, params?: unknown[]) => {
@@ -118,13 +126,19 @@ beforeAll(async () => {
   });
 
   pool = new pg.Pool({ connectionString: await createTestDatabase(), max: 2 });
-  expect(await readVectorBackend(pool)).toBe('exact');
+  expect(await readVectorBackend(pool)).toBe('usearch');
   await load(pool, data);
-  exactEngine = createSearchEngine({ network, backend: 'exact', provider, transaction: (fn) => withTransaction(pool, fn) });
+  dataDir = await tempDir();
+  usearch = openUsearchIndex({ pool: pool as never, logger: createLogger('silent'), dataDir, version: provider.version });
+  await usearch.whenSettled();
+  expect(await usearch.size(pool)).toBe(data.filter((r) => r.lifecycle_status === 'live').length);
+  exactEngine = createSearchEngine({ network, backend: 'usearch', provider, index: usearch, exactMaxRows: 0, totalExactBound: ROWS, transaction: (fn) => withTransaction(pool, fn) });
 });
 afterAll(async () => {
+  await usearch?.close();
   await pglite?.close();
   await pool?.end();
+  if (dataDir) await rm(dataDir, { recursive: true, force: true });
 });
 
 const body = (intent: Record<string, unknown>, pagination: Record<string, unknown> = {}) => searchBodySchema.parse({
@@ -164,7 +178,7 @@ function sameResults(a: SearchItem[], b: SearchItem[]) {
   for (const item of a) if (!inB.has(item.item_id)) expect(Math.abs(item.score! - a.at(-1)!.score!)).toBeLessThan(1e-5);
 }
 
-describe('pgvector (PGlite) and exact backends', () => {
+describe('pgvector (PGlite) and usearch (embedded PostgreSQL) backends', () => {
   for (const [label, intent, pagination] of CASES) {
     it(`give the same results: ${label}`, async () => {
       const [a, b] = [await runSearch(pgvectorEngine, body(intent, pagination)), await runSearch(exactEngine, body(intent, pagination))];
@@ -177,7 +191,7 @@ describe('pgvector (PGlite) and exact backends', () => {
   it('serves the relevance order from the HNSW index, iterative scan on, with no tiebreaker', async () => {
     queries.length = 0;
     await runSearch(pgvectorEngine, body({ textSearch: 'veterinary hospital' }));
-    const page = queries.find((q) => /ORDER BY \(i\.embedding_vector::vector\(384\) <=> \$\d+::real\[\]::vector\(384\)\) LIMIT/.test(q.sql));
+    const page = queries.find((q) => /ORDER BY \(i\.embedding::vector\(384\) <=> \$\d+::real\[\]::vector\(384\)\) LIMIT/.test(q.sql));
     expect(page).toBeDefined();
     expect(queries.map((q) => q.sql)).toContain(`SELECT set_config('hnsw.iterative_scan', 'strict_order', true)`);
     // The same statement with the same parameters is planned on the index.
@@ -192,13 +206,15 @@ describe('pgvector (PGlite) and exact backends', () => {
     expect(queries.filter((q) => /ORDER BY .* LIMIT/.test(q.sql))).toHaveLength(1);
   });
 
-  it('completes a page by exact sort when the index scan gives up before enough rows pass the filters', async () => {
+  it('completes a page by the exact path when the index scan gives up before enough rows pass the filters', async () => {
     const intent = { textSearch: 'centre', filters: [{ op: 'lte', target: 'item_state.capacity', value: 25 }] };
     scanLimit = 10;
     queries.length = 0;
     try {
       const [a, b] = [await runSearch(pgvectorEngine, body(intent)), await runSearch(exactEngine, body(intent))];
-      expect(queries.filter((q) => /ORDER BY .* LIMIT/.test(q.sql))).toHaveLength(2);
+      // The index reads, then one exact read of every candidate (no ORDER BY: ranked in process).
+      const exactReads = queries.filter((q) => /array_send\(i\.embedding\) AS e FROM search\.items i WHERE/.test(q.sql) && !/ORDER BY/.test(q.sql));
+      expect(exactReads.length).toBeGreaterThan(0);
       expect(a.message.meta.total).toBeGreaterThan(0);
       expect(a.message.items).toHaveLength(Math.min(20, a.message.meta.total));
       sameResults(a.message.items, b.message.items);

@@ -1,0 +1,356 @@
+/**
+ * The in-process vector index (usearch HNSW, cosine, f16 vectors, connectivity 16) of one search
+ * process, for PostgreSQL servers without pgvector (the embedded default). PostgreSQL stays the
+ * source of truth; this process keeps a copy:
+ * - file: DATA_DIR/search-index/<model>.usearch with a .json beside it (database epoch, model
+ *   version, change cursor). Loaded at start when it belongs to this database and model version
+ *   and loads whole; otherwise (missing, corrupt, another model or dimension count) it is rebuilt
+ *   from search.items in the background. Until an index is complete, `ready()` is false and
+ *   searches take the exact path (logged once per state change): a half-built index never answers.
+ * - catch-up: every CATCH_UP_MS the rows written since the cursor (search.items.change_seq) are
+ *   upserted (or removed when no longer live or of another model version) and deleted rows
+ *   (search.ann_removals) removed. Sequence numbers are taken at write and a transaction may commit
+ *   after a later one, so each poll reads again from the cursor of SETTLE_MS ago; a row already
+ *   applied at the same change_seq is skipped.
+ * - saved after a build, then at most every SAVE_EVERY_MS while changes arrive, and on close.
+ * Several search processes on one database each keep their own copy (and file: use one DATA_DIR
+ * per process).
+ */
+import { createHash } from 'node:crypto';
+import { createReadStream, existsSync } from 'node:fs';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import { Index } from 'usearch';
+import type { Pool } from '../platform/db.ts';
+import type { Logger } from '../platform/logger.ts';
+import type { ModelVersion } from './embeddings/index.ts';
+import { byRank, CANDIDATE_COLUMNS, decodeRealArray, type Neighbour, type VectorIndex } from './vector-index.ts';
+import { dims, type SqlRunner } from './vector-backend.ts';
+
+export const CATCH_UP_MS = 500;
+const SETTLE_MS = 5_000;
+const SAVE_EVERY_MS = 5 * 60_000;
+/** Rows read per step of a build or a catch-up. */
+const READ_BATCH = 2000;
+/** Candidates asked of the graph at first, and the most it is ever asked for. */
+const MIN_CANDIDATES = 400;
+const MAX_CANDIDATES = 20_000;
+
+interface FileMeta {
+  epoch: string;
+  model: ModelVersion;
+  cursor: number;
+  size: number;
+  /** SHA-256 (hex) of the index file: checked before the file reaches the native loader. */
+  sha256: string;
+}
+
+/** SHA-256 (hex) of a file, streamed. */
+async function fileDigest(file: string): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
+  return hash.digest('hex');
+}
+
+type State = 'loading' | 'building' | 'ready' | 'failed' | 'closed';
+
+export interface UsearchIndexDeps {
+  pool: Pool;
+  logger: Logger;
+  /** DATA_DIR. */
+  dataDir: string;
+  version: ModelVersion;
+}
+
+/**
+ * HNSW settings: 16 links per node; 128 candidates kept while adding and 256 while searching
+ * (usearch's default of 64 gave recall@20 0.90 on the PMGSY facilities, whose texts are many and
+ * near-identical).
+ */
+/** Below this many vectors the index is built on one thread, so that it is reproducible. */
+const DETERMINISTIC_BUILD_ROWS = 5_000;
+
+const newIndex = (dimensions: number) => new Index({
+  metric: 'cos', connectivity: 16, dimensions, quantization: 'f16', expansion_add: 128, expansion_search: 256,
+} as never);
+
+/** Keys of usearch results (uint64) as the strings PostgreSQL takes for bigint[]. */
+const keyStrings = (keys: BigUint64Array, from: number, to: number) => Array.from(keys.subarray(from, to), String);
+
+export interface UsearchIndex extends VectorIndex {
+  /** Resolves when the index is ready (after load or build) or failed. */
+  whenSettled(): Promise<void>;
+  /** Applies changes since the cursor now. @returns rows applied. */
+  catchUp(): Promise<number>;
+  /** Writes the index and its cursor to the file now. */
+  save(): Promise<void>;
+  readonly file: string;
+}
+
+/**
+ * Opens the in-process index of `deps.version` and starts loading or building it in the
+ * background, then catching up every CATCH_UP_MS. Never throws: failures are logged and the
+ * index stays not ready (exact path).
+ */
+export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
+  const { pool, version } = deps;
+  const log = deps.logger.child({ component: 'vector-index', backend: 'usearch' });
+  const dimensions = dims(version);
+  const name = `${version.model_id}-${version.quantization}-${dimensions}`.replace(/[^A-Za-z0-9._-]+/g, '_');
+  const dir = path.join(deps.dataDir, 'search-index');
+  const file = path.join(dir, `${name}.usearch`);
+  const metaFile = `${file}.json`;
+  const threads = Math.max(1, os.availableParallelism?.() ?? os.cpus().length);
+
+  let state: State = 'loading';
+  let index: Index | undefined;
+  let epoch = '';
+  let cursor = 0;
+  /** change_seq applied per key, for rows read again within SETTLE_MS. */
+  const applied = new Map<string, number>();
+  /** Cursors of the last polls, to read again from the one SETTLE_MS ago. */
+  const history: { at: number; cursor: number }[] = [];
+  let dirty = false;
+  let lastSave = Date.now();
+  let buildSeconds: number | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let busy: Promise<unknown> = Promise.resolve();
+  let settle!: () => void;
+  const settled = new Promise<void>((resolve) => { settle = resolve; });
+
+  const sameModel = `model_id = $1 AND model_quantization = $2 AND model_dimensions = ${dimensions}`;
+  const modelParams = [version.model_id, version.quantization];
+
+  async function readEpoch(): Promise<string> {
+    const { rows } = await pool.query<{ value: string }>(`SELECT value FROM search.settings WHERE key = 'ann_epoch'`);
+    if (!rows[0]) throw new Error('search.settings has no ann_epoch (migration 011 missing)');
+    return rows[0].value;
+  }
+
+  async function maxSeq(): Promise<number> {
+    const { rows: [row] } = await pool.query<{ n: string }>(
+      `SELECT greatest((SELECT max(change_seq) FROM search.items), (SELECT max(change_seq) FROM search.ann_removals), 0)::text AS n`);
+    return Number(row.n);
+  }
+
+  async function load(): Promise<boolean> {
+    if (!existsSync(file) || !existsSync(metaFile)) return false;
+    try {
+      const meta = JSON.parse(await readFile(metaFile, 'utf8')) as FileMeta;
+      const why = meta.epoch !== epoch ? 'built for another database'
+        : meta.model?.model_id !== version.model_id || meta.model?.quantization !== version.quantization || meta.model?.dimensions !== dimensions
+          ? 'built for another model version' : undefined;
+      if (why) {
+        log.warn({ file }, `vector index file ${why}: rebuilding`);
+        return false;
+      }
+      // A damaged file must never reach the native loader (it may crash the process).
+      if (await fileDigest(file) !== meta.sha256) throw new Error('its SHA-256 differs from the one saved with it');
+      const loaded = newIndex(dimensions);
+      loaded.load(file);
+      if (loaded.size() !== meta.size || loaded.dimensions() !== dimensions) throw new Error(`holds ${loaded.size()} vectors of ${loaded.dimensions()} dimensions, expected ${meta.size} of ${dimensions}`);
+      index = loaded;
+      cursor = meta.cursor;
+      log.info({ file, size: meta.size, cursor }, 'vector index loaded');
+      return true;
+    } catch (err) {
+      log.warn({ file, err: (err as Error).message }, 'vector index file unreadable (corrupt?): rebuilding');
+      return false;
+    }
+  }
+
+  async function save(): Promise<void> {
+    if (!index) return;
+    await mkdir(dir, { recursive: true });
+    const tmp = `${file}.tmp`;
+    const meta: Omit<FileMeta, 'sha256'> = { epoch, model: version, cursor, size: index.size() };
+    index.save(tmp);
+    const sha256 = await fileDigest(tmp);
+    await rename(tmp, file);
+    await writeFile(`${metaFile}.tmp`, JSON.stringify({ ...meta, sha256 }));
+    await rename(`${metaFile}.tmp`, metaFile);
+    dirty = false;
+    lastSave = Date.now();
+  }
+
+  /** Builds a complete index from search.items into a new Index; serves it only when complete. */
+  async function build(): Promise<void> {
+    state = 'building';
+    log.warn({ file }, 'vector index building from search.items: searches take the exact path until it is ready');
+    const started = performance.now();
+    const from = await maxSeq(); // everything after is caught up later (re-applying is harmless)
+    const built = newIndex(dimensions);
+    let after = '0';
+    for (;;) {
+      if ((state as State) === 'closed' || (pool as { ending?: boolean }).ending) throw new Error('stopped before the build completed');
+      const { rows } = await pool.query<{ k: string; e: Buffer }>(
+        `SELECT ann_key::text AS k, array_send(embedding) AS e FROM search.items
+          WHERE lifecycle_status = 'live' AND ${sameModel} AND ann_key > $3 ORDER BY ann_key LIMIT ${READ_BATCH}`, [...modelParams, after]);
+      if (!rows.length) break;
+      const keys = new BigUint64Array(rows.length);
+      const vectors = new Float32Array(rows.length * dimensions);
+      rows.forEach((r, n) => {
+        keys[n] = BigInt(r.k);
+        vectors.set(decodeRealArray(r.e), n * dimensions);
+      });
+      // Steps of 500 vectors: each blocks the event loop for a fraction of a second at most.
+      for (let i = 0; i < rows.length; i += 500) {
+        // Small indexes are built on one thread: the same rows then give the same graph (threads
+        // interleave insertions), at a cost no one notices below a few thousand vectors.
+        const buildThreads = built.size() + rows.length < DETERMINISTIC_BUILD_ROWS ? 1 : threads;
+        built.add(keys.subarray(i, i + 500), vectors.subarray(i * dimensions, Math.min(rows.length, i + 500) * dimensions), buildThreads);
+        await yieldToEventLoop();
+      }
+      after = rows.at(-1)!.k;
+    }
+    index = built;
+    cursor = from;
+    applied.clear();
+    history.length = 0;
+    buildSeconds = (performance.now() - started) / 1000;
+    await save().catch((err) => log.error({ err }, 'vector index could not be saved'));
+    log.info({ size: built.size(), seconds: Math.round(buildSeconds * 10) / 10, file }, 'vector index built: searches use it');
+  }
+
+  function upsert(entries: { key: bigint; vector: Float32Array }[]): void {
+    if (!index) return;
+    for (const { key, vector } of entries) {
+      if (index.contains(key)) index.remove(key);
+      index.add(key, vector);
+    }
+    if (entries.length) dirty = true;
+  }
+
+  function remove(keys: bigint[]): void {
+    if (!index) return;
+    for (const key of keys) if (index.contains(key)) index.remove(key);
+    if (keys.length) dirty = true;
+  }
+
+  async function catchUp(): Promise<number> {
+    if (!index) return 0;
+    const now = Date.now();
+    history.push({ at: now, cursor });
+    while (history.length > 1 && history[1].at <= now - SETTLE_MS) history.shift();
+    const readFrom = history[0].cursor;
+    let count = 0;
+    let top = cursor;
+    for (let from = readFrom; ;) {
+      const { rows } = await pool.query<{ k: string; s: string; keep: boolean; e: Buffer | null }>(
+        `SELECT ann_key::text AS k, change_seq::text AS s, (lifecycle_status = 'live' AND ${sameModel}) AS keep,
+                CASE WHEN lifecycle_status = 'live' AND ${sameModel} THEN array_send(embedding) END AS e
+           FROM search.items WHERE change_seq > $3 ORDER BY change_seq LIMIT ${READ_BATCH}`, [...modelParams, from]);
+      const fresh = rows.filter((r) => applied.get(r.k) !== Number(r.s));
+      upsert(fresh.filter((r) => r.keep).map((r) => ({ key: BigInt(r.k), vector: decodeRealArray(r.e!) })));
+      remove(fresh.filter((r) => !r.keep).map((r) => BigInt(r.k)));
+      for (const r of fresh) applied.set(r.k, Number(r.s));
+      count += fresh.length;
+      if (rows.length) top = Math.max(top, Number(rows.at(-1)!.s));
+      if (rows.length < READ_BATCH) break;
+      from = Number(rows.at(-1)!.s);
+      await yieldToEventLoop();
+    }
+    const { rows: removed } = await pool.query<{ k: string; s: string }>(
+      `SELECT ann_key::text AS k, change_seq::text AS s FROM search.ann_removals WHERE change_seq > $1 ORDER BY change_seq`, [readFrom]);
+    const freshRemoved = removed.filter((r) => !applied.has(`-${r.k}`));
+    remove(freshRemoved.map((r) => BigInt(r.k)));
+    for (const r of freshRemoved) applied.set(`-${r.k}`, Number(r.s));
+    count += freshRemoved.length;
+    if (removed.length) top = Math.max(top, Number(removed.at(-1)!.s));
+    cursor = top;
+    // Entries older than the read window can no longer be read again.
+    const floor = history[0].cursor;
+    if (applied.size > 10_000) for (const [k, s] of applied) if (s <= floor) applied.delete(k);
+    if (dirty && Date.now() - lastSave > SAVE_EVERY_MS) await save();
+    return count;
+  }
+
+  /** Runs `fn` after whatever runs now (one build, catch-up or save at a time). */
+  const serial = <T>(fn: () => Promise<T>): Promise<T> => {
+    const next = busy.then(fn, fn);
+    busy = next.catch(() => {});
+    return next;
+  };
+
+  const tick = () => {
+    timer = setTimeout(() => {
+      if (state !== 'ready' || (pool as { ending?: boolean }).ending) return;
+      void serial(catchUp).catch((err) => log.error({ err: (err as Error).message }, 'vector index catch-up failed (retried)')).finally(() => {
+        if (state === 'ready') tick();
+      });
+    }, CATCH_UP_MS);
+    timer.unref();
+  };
+
+  const start = serial(async () => {
+    epoch = await readEpoch();
+    if (!(await load())) await build();
+    if ((state as State) === 'closed') return;
+    state = 'ready';
+    await catchUp();
+    tick();
+  }).catch((err) => {
+    if (state !== 'closed') state = 'failed';
+    log.error({ err: (err as Error).message }, 'vector index unavailable: searches take the exact path');
+  }).finally(settle);
+  void start;
+
+  return {
+    backend: 'usearch',
+    file,
+    ready: () => state === 'ready' && index !== undefined,
+    whenSettled: () => settled,
+    catchUp: () => serial(catchUp),
+    save: () => serial(save),
+    async size() {
+      return index?.size() ?? 0;
+    },
+    async search(db: SqlRunner, vector: Float32Array, k: number, filter): Promise<Neighbour[]> {
+      const graph = index!;
+      const size = graph.size();
+      const keyParam = `$${filter.params.length + 1}`;
+      let wanted = Math.min(size, Math.max(MIN_CANDIDATES, k * 2));
+      let checked = 0;
+      const passed: Neighbour[] = [];
+      for (;;) {
+        const found = graph.search(vector, wanted, 1);
+        const keys = keyStrings(found.keys, checked, found.keys.length);
+        if (keys.length) {
+          // The candidates passing the filter, with the graph's similarity (1 - cosine distance).
+          const similarity = new Map(keys.map((key, n) => [key, 1 - found.distances[checked + n]]));
+          const { rows } = await db.query<{ item_id: string; t: string; k: string }>(
+            `SELECT ${CANDIDATE_COLUMNS}, i.ann_key::text AS k FROM search.items i
+              WHERE i.ann_key = ANY(${keyParam}::bigint[]) AND ${filter.where}`, [...filter.params, keys]);
+          passed.push(...rows.map((r) => ({ item_id: r.item_id, t: Number(r.t), similarity: similarity.get(r.k)! })));
+        }
+        checked = found.keys.length;
+        if (passed.length >= k || wanted >= size || wanted >= MAX_CANDIDATES || found.keys.length < wanted) break;
+        // Widen by what the filter let through so far (at least 4x).
+        const rate = Math.max(passed.length, 1) / checked;
+        wanted = Math.min(size, MAX_CANDIDATES, Math.max(wanted * 4, Math.ceil((k * 1.5) / rate)));
+      }
+      return passed.sort(byRank).slice(0, k);
+    },
+    upsert,
+    remove,
+    rebuild: () => serial(async () => {
+      await rm(file, { force: true });
+      index = undefined;
+      await build();
+      state = 'ready';
+    }),
+    status: () => ({
+      backend: 'usearch', state, size: index?.size() ?? 0, file, cursor,
+      ...(buildSeconds !== undefined ? { build_seconds: Math.round(buildSeconds * 10) / 10 } : {}),
+    }),
+    async close() {
+      const was = state;
+      state = 'closed';
+      clearTimeout(timer);
+      await busy;
+      if (was === 'ready' && dirty) await save().catch((err) => log.error({ err }, 'vector index could not be saved'));
+    },
+  };
+}

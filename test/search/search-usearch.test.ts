@@ -1,0 +1,179 @@
+/**
+ * The in-process vector index (usearch) of the search service on the embedded PostgreSQL: items
+ * stored at signals, indexed by the real search-index-items task, caught up into the index from
+ * search.items; the index answers like the exact path, pages stay consistent, retirements and
+ * edits reach it, and a file of another model version or a corrupt file is rebuilt.
+ */
+import { randomUUID } from 'node:crypto';
+import { readFile, writeFile } from 'node:fs/promises';
+import request from 'supertest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createSearchEngine, usearchIndexOf } from '../../lib/search/engine.ts';
+import { runSearch, type SearchEngine } from '../../lib/search/query.ts';
+import { searchBodySchema } from '../../lib/search/request.ts';
+import { openUsearchIndex, type UsearchIndex } from '../../lib/search/usearch-index.ts';
+import { startTestPlatform, type TestPlatform } from '../helpers/platform.ts';
+
+let platform: TestPlatform;
+let signalsKey: string;
+let index: UsearchIndex;
+let annEngine: SearchEngine;
+let exactEngine: SearchEngine;
+
+const KINDS = ['Veterinary Hospital', 'Primary Health Centre', 'Govt High School', 'Girls Senior Secondary School', 'Bus Stand',
+  'Gram Panchayat Office', 'Milk Collection Centre', 'Anganwadi Centre', 'Rice Mill', 'Sub Health Centre'];
+const VILLAGES = ['Karora', 'Rajound', 'Pundri', 'Siwan', 'Guhla', 'Cheeka', 'Kalayat'];
+const facility = (i: number) => ({
+  item_network: 'local-discovery', item_domain: 'provider', item_type: 'facility', item_id: randomUUID(),
+  item_state: {
+    name: `${KINDS[i % KINDS.length]} ${VILLAGES[(i * 3) % VILLAGES.length]}`, category: i % 2 ? 'Medical' : 'Education',
+    district: 'Kaithal', state: 'Haryana', latitude: 29.5 + (i % 13) * 0.05, longitude: 76.2 + (i % 11) * 0.05, capacity: i,
+  },
+  item_locations: [{ lat: 29.5 + (i % 13) * 0.05, lng: 76.2 + (i % 11) * 0.05 }],
+});
+const items = Array.from({ length: 120 }, (_, i) => facility(i));
+
+async function until<T>(check: () => Promise<T | false | undefined>, what: string, ms = 30_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+const liveRows = async () => (await platform.ctx.pool.query(`SELECT count(*)::int AS n FROM search.items WHERE lifecycle_status = 'live'`)).rows[0].n as number;
+/** Waits until the index holds every live row (the catch-up has run past the last write). */
+const caughtUp = async (idx: UsearchIndex = index) => until(async () => idx.ready() && (await idx.size(platform.ctx.pool)) === await liveRows(), 'the index to catch up');
+
+const body = (intent: Record<string, unknown>, pagination: Record<string, unknown> = {}) => searchBodySchema.parse({
+  context: { messageId: 'm', networkId: 'local-discovery', domain: 'provider', itemType: 'facility' },
+  message: { intent, pagination },
+});
+
+beforeAll(async () => {
+  platform = await startTestPlatform({ services: ['signals', 'search'], worker: true, env: { EMBEDDING_PROVIDER: 'hashing' } });
+  signalsKey = await platform.apiKey('signals');
+  const res = await request(platform.url('signals')).post('/api/v1/items/batch').set('x-api-key', signalsKey).send({ items });
+  expect(res.body.summary.created).toBe(items.length);
+  await until(async () => (await liveRows()) === items.length, 'items to be indexed');
+  index = (await usearchIndexOf(platform.ctx))!;
+  await caughtUp();
+  const engine = await import('../../lib/search/engine.ts').then((m) => m.searchEngine(platform.ctx));
+  const parts = { network: engine.network, backend: engine.backend, provider: engine.provider, transaction: engine.transaction };
+  // exactMaxRows 0: every search goes through the index, however few the rows.
+  annEngine = createSearchEngine({ ...parts, index, exactMaxRows: 0 });
+  exactEngine = createSearchEngine({ ...parts });
+});
+afterAll(() => platform?.stop());
+
+const CASES: [string, Record<string, unknown>, Record<string, unknown>?][] = [
+  ['text', { textSearch: 'veternary hospital' }],
+  ['text with a filter', { textSearch: 'grils school', filters: [{ op: 'gte', target: 'item_state.capacity', value: 60 }] }],
+  ['anchor', { item: { id: items[5].item_id } }],
+  ['anchor narrowed by text', { item: { id: items[5].item_id }, textSearch: 'centre' }],
+  ['text within a radius', { textSearch: 'milk', spatial: [{ op: 's_dwithin', geometry: { type: 'Point', coordinates: [76.4, 29.7] }, distanceMeters: 20_000 }] }],
+  ['a deep page', { textSearch: 'school' }, { limit: 5, offset: 10 }],
+];
+
+describe('in-process vector index (usearch)', () => {
+  it('is reported by /ready with its state, size and file', async () => {
+    const res = await request(platform.url('search')).get('/ready');
+    expect(res.body.checks.vector_backend).toMatchObject({ ok: true, backend: 'usearch', state: 'ready', size: items.length });
+    expect(res.body.checks.vector_backend.file).toContain(platform.dataDir);
+  });
+
+  for (const [label, intent, pagination] of CASES) {
+    it(`answers like the exact path: ${label}`, async () => {
+      const [a, b] = [await runSearch(annEngine, body(intent, pagination)), await runSearch(exactEngine, body(intent, pagination))];
+      expect(a.message.meta).toEqual(b.message.meta);
+      expect(a.message.meta.total).toBeGreaterThan(0);
+      expect(a.message.items.map((i) => i.item_id)).toEqual(b.message.items.map((i) => i.item_id));
+      a.message.items.forEach((item, n) => expect(item.score).toBeCloseTo(b.message.items[n].score!, 6));
+    });
+  }
+
+  it('gives consistent pages through the index: no duplicates or gaps, ties newest first', async () => {
+    const all = await runSearch(annEngine, body({ textSearch: 'health centre' }, { limit: 100 }));
+    const pages = [];
+    for (let offset = 0; offset < all.message.items.length; offset += 7) {
+      pages.push(...(await runSearch(annEngine, body({ textSearch: 'health centre' }, { limit: 7, offset }))).message.items);
+    }
+    expect(pages.map((i) => i.item_id)).toEqual(all.message.items.map((i) => i.item_id));
+    expect(new Set(pages.map((i) => i.item_id)).size).toBe(pages.length);
+    for (let n = 1; n < pages.length; n++) {
+      const [a, b] = [pages[n - 1], pages[n]];
+      expect(a.score! > b.score! || (a.score === b.score && a.created_at >= b.created_at)).toBe(true);
+    }
+  });
+
+  it('catches up with edits and retirements written after it was built', async () => {
+    const edited = { ...items[0], item_state: { ...items[0].item_state, name: 'Zoological Research Station' } };
+    expect((await request(platform.url('signals')).put(`/api/v1/items/${edited.item_id}`).set('x-api-key', signalsKey).send(edited)).status).toBe(200);
+    const retired = items[1].item_id;
+    expect((await request(platform.url('signals')).post(`/api/v1/items/${retired}/lifecycle`).set('x-api-key', signalsKey)
+      .send({ lifecycle_status: 'retired' })).status).toBe(200);
+    await until(async () => (await liveRows()) === items.length - 1
+      && (await platform.ctx.pool.query(`SELECT 1 FROM search.items WHERE search_text LIKE '%Zoological%'`)).rows.length, 'signals changes to be indexed');
+    await caughtUp();
+    const zoo = await runSearch(annEngine, body({ textSearch: 'zoological research' }));
+    expect(zoo.message.items[0].item_id).toBe(edited.item_id);
+    expect(zoo.message.items[0].score).toBeGreaterThan(0.4);
+    const anchor = await runSearch(annEngine, body({ item: { id: items[11].item_id } }, { limit: 100 }));
+    expect(anchor.message.items.map((i) => i.item_id)).not.toContain(retired);
+    expect(anchor.message.meta.total).toBe(items.length - 2);
+  });
+
+  it('finds a rewritten vector through the index alone once caught up (a misspelling: no lexical match)', async () => {
+    const { indexSnapshots } = await import('../../lib/search/indexer.ts');
+    const item = items[20];
+    const word = 'zqkwvbmtra';
+    const { rows: [row] } = await platform.ctx.pool.query(`SELECT to_char(source_updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at FROM search.items WHERE item_id = $1`, [item.item_id]);
+    const snapshot = {
+      ...item, item_state: { name: `${word} ${word}` }, item_instance_url: null, item_schema_url: null, created_by: null,
+      created_at: row.at, updated_at: new Date(Date.parse(row.at) + 1000).toISOString(), lifecycle_status: 'live' as const,
+    };
+    expect((await indexSnapshots(platform.ctx, annEngine.provider, [snapshot])).written).toBe(1);
+    await index.catchUp();
+    const found = await runSearch(annEngine, body({ textSearch: 'zqkwvbmtrx' }));
+    expect(found.message.items[0]?.item_id).toBe(item.item_id);
+  });
+
+  it('rebuilds from search.items when the file is of another model version, or corrupt, and answers exactly meanwhile', async () => {
+    await index.catchUp();
+    await index.save();
+    const metaFile = `${index.file}.json`;
+    const meta = JSON.parse(await readFile(metaFile, 'utf8'));
+    expect(meta.size).toBe(await liveRows());
+    const open = () => openUsearchIndex({ pool: platform.ctx.pool, logger: platform.ctx.logger, dataDir: platform.dataDir, version: (annEngine.provider.version) });
+
+    // The file as saved loads as is.
+    const reopened = open();
+    await reopened.whenSettled();
+    expect(reopened.status()).toMatchObject({ state: 'ready' });
+    expect(reopened.status().build_seconds).toBeUndefined();
+    await reopened.close();
+
+    await writeFile(metaFile, JSON.stringify({ ...meta, model: { ...meta.model, model_id: 'another-model' } }));
+    const afterModelChange = open();
+    // Not ready yet: the engine takes the exact path and still answers.
+    const meanwhile = createSearchEngine({ ...annEngine, index: afterModelChange, exactMaxRows: 0 });
+    expect((await runSearch(meanwhile, body({ textSearch: 'rice mill' }))).message.meta.total).toBeGreaterThan(0);
+    await afterModelChange.whenSettled();
+    expect(afterModelChange.status()).toMatchObject({ state: 'ready', size: await liveRows() });
+    expect(afterModelChange.status().build_seconds).toBeDefined();
+    expect(JSON.parse(await readFile(metaFile, 'utf8')).model.model_id).toBe(meta.model.model_id);
+    await afterModelChange.close();
+
+    await writeFile(index.file, Buffer.alloc(4096, 7));
+    const afterCorruption = open();
+    await afterCorruption.whenSettled();
+    expect(afterCorruption.status()).toMatchObject({ state: 'ready', size: await liveRows() });
+    expect(afterCorruption.status().build_seconds).toBeDefined();
+    const engine = createSearchEngine({ ...annEngine, index: afterCorruption, exactMaxRows: 0 });
+    const [a, b] = [await runSearch(engine, body({ textSearch: 'primary health' })), await runSearch(exactEngine, body({ textSearch: 'primary health' }))];
+    expect(a.message.items.map((i) => i.item_id)).toEqual(b.message.items.map((i) => i.item_id));
+    await afterCorruption.close();
+  });
+});
+
