@@ -25,21 +25,7 @@ import { appOf, mountedRoutes, type MountedRoute } from '../helpers/routes.ts';
  * document a route, add a RouteDoc beside its router (README, "How to document a route").
  */
 const NOT_YET_DOCUMENTED: Record<ServiceName, string[]> = {
-  signals: [
-    'GET /api/v1/auth/config',
-    'GET /api/v1/auth/session/login',
-    'GET /api/v1/auth/session/callback',
-    'GET /api/v1/auth/session',
-    'POST /api/v1/auth/session/logout',
-    'GET /api/v1/auth/me',
-    'POST /api/v1/auth/signup',
-    'POST /api/v1/consent/u18/signup/guardian',
-    'POST /api/v1/auth/u18-precheck',
-    'POST /api/v1/action/perform',
-    'POST /api/v1/action/:id/status',
-    'GET /api/v1/action/:id',
-    'POST /api/v1/support',
-  ],
+  signals: [],
   search: [],
   aggregator: [
     'GET /public/v1/aggregators/:orgSlug/registrations/:slug',
