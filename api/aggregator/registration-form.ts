@@ -207,7 +207,7 @@ export const registrationFormRouteDocs: RouteDoc[] = [
     params: publicLinkParams,
     body: { schema: z.record(z.string(), z.union([z.string(), z.array(z.string())])), contentType: 'application/x-www-form-urlencoded' },
     responses: {
-      200: htmlDoc('Registered'), 400: htmlDoc('The form again, each problem beside its field'), 409: htmlDoc('Already registered'),
+      201: htmlDoc('Registered'), 400: htmlDoc('The form again, each problem beside its field'), 409: htmlDoc('Already registered'),
       429: htmlDoc('Too many registrations from this address (Retry-After)'), ...linkPages,
     },
   },

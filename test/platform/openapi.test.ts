@@ -310,6 +310,7 @@ describe('the documents say what the services answer', () => {
     expect((await send(aggregator.get(formPath))).status).toBe(200);
     expect((await send(aggregator.get(`${formPath}/qr.svg`))).headers['content-type']).toMatch(/^image\/svg\+xml/);
     expect((await send(aggregator.post(formPath).type('form').send({ name: 'Form Only' }))).status).toBe(400);
+    expect((await send(aggregator.post(formPath).type('form').send({ name: 'Ravi Form', phone: '98765 43299', state: 'Haryana', consent_terms: 'true', consent_privacy: 'true' }))).status).toBe(201);
     expect((await send(aggregator.get('/review/not-a-token'))).status).toBe(400);
 
     // Registration: organisations are off by default (404); an aggregator's token registers nothing.
@@ -388,7 +389,7 @@ describe('the documents say what the services answer', () => {
       'aggregator GET /public/v1/aggregators/{orgSlug}/registrations/{slug} 200', 'aggregator GET /public/v1/aggregators/{orgSlug}/registrations/{slug} 404',
       'aggregator POST /public/v1/aggregators/{orgSlug}/registrations/{slug} 201', 'aggregator POST /public/v1/aggregators/{orgSlug}/registrations/{slug} 409',
       'aggregator POST /public/v1/aggregators/{orgSlug}/registrations/{slug} 400', 'aggregator GET /r/{orgSlug}/{slug} 200', 'aggregator GET /r/{orgSlug}/{slug}/qr.svg 200',
-      'aggregator POST /r/{orgSlug}/{slug} 400', 'aggregator GET /review/{token} 400', 'aggregator POST /v1/orgs/create 404',
+      'aggregator POST /r/{orgSlug}/{slug} 400', 'aggregator POST /r/{orgSlug}/{slug} 201', 'aggregator GET /review/{token} 400', 'aggregator POST /v1/orgs/create 404',
       'aggregator POST /v1/aggregator-registrations/create 409', 'aggregator POST /v1/aggregator-registrations/token 404',
       'aggregator POST /v1/bulk-uploads/mappings 201', 'aggregator GET /v1/bulk-uploads/mappings/{id} 200', 'aggregator GET /v1/bulk-uploads/mappings 200',
       'aggregator PUT /v1/bulk-uploads/mappings/{id} 200', 'aggregator DELETE /v1/bulk-uploads/mappings/{id} 204', 'aggregator PUT /v1/bulk-uploads/mappings/{id} 409',
