@@ -112,17 +112,14 @@ const actionViewSchema = z.looseObject({
   acting_org_id: z.string().nullable(), acting_as_user_id: z.string().nullable(),
 }).meta({ id: 'Action', description: 'An action, its events and (once revealed) the parties\' contacts' });
 const refusal = (description: string) => ({ description, schema: refusedSchema });
-const actingHeaders = z.object({
-  'x-acting-org-id': z.string().optional().meta({ description: 'the organisation an aggregator acts for' }),
-  cookie: z.string().optional().meta({ description: 'a person\'s session cookie: the person acts' }),
-  authorization: z.string().optional().meta({ description: 'Bearer <JWT> of a person or an aggregator: they act' }),
-});
+const actingHeaders = z.object({ 'x-acting-org-id': z.string().optional().meta({ description: 'the organisation an aggregator acts for' }) });
+const actorNote = 'Besides the API key, a person\'s session cookie or `Authorization: Bearer <JWT>` of a person or an aggregator makes them the actor.';
 
 /** Docs of `actionRoutes`. */
 export const actionRouteDocs: RouteDoc[] = [
   {
     method: 'POST', path: '/api/v1/action/perform', summary: 'Perform an action between two items', tags: ['actions'], security: 'apiKey', headers: actingHeaders,
-    description: 'A refused action answers its status with a shape-A body that also carries the results envelope (`results[0].status: failed`).',
+    description: `${actorNote} A refused action answers its status with a shape-A body that also carries the results envelope (\`results[0].status: failed\`).`,
     body: { schema: performSchema },
     responses: {
       201: { description: 'Performed', schema: z.object({ results: z.array(performResultSchema), summary: performSummarySchema }) },
@@ -135,7 +132,7 @@ export const actionRouteDocs: RouteDoc[] = [
     },
   },
   {
-    method: 'POST', path: '/api/v1/action/:id/status', summary: 'Move an action to another status', tags: ['actions'], security: 'apiKey', headers: actingHeaders,
+    method: 'POST', path: '/api/v1/action/:id/status', summary: 'Move an action to another status', tags: ['actions'], security: 'apiKey', description: actorNote,
     params: actionIdParam, body: { schema: statusSchema },
     responses: { 200: { description: 'The action after the move', schema: actionViewSchema } },
     errors: { 403: 'Not a party to the action, or not allowed to cancel', 404: 'No such action', 409: 'Stale update_count, terminal action or transition not allowed' },

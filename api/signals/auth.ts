@@ -257,8 +257,7 @@ const authConfigSchema = z.object({
   guardian_consent_age: z.int(), consent_version: z.int(), session_cookie: z.string(), login_url: z.string(),
 });
 const html = (description: string) => ({ description, content: [{ type: 'text/html', schema: z.string() }] });
-const cookieHeader = z.object({ cookie: z.string().optional().meta({ description: `the session cookie (${SESSION_COOKIE})` }) });
-const meHeaders = cookieHeader.extend({ authorization: z.string().optional().meta({ description: 'Bearer <JWT> of a user or an aggregator, instead of the cookie' }) });
+const byCookie = `Reads the session cookie \`${SESSION_COOKIE}\` set at login.`;
 
 /** Docs of `authRoutes`: public (no API key: a browser holds none). */
 export const authRouteDocs: RouteDoc[] = [
@@ -291,16 +290,17 @@ export const authRouteDocs: RouteDoc[] = [
     },
   },
   {
-    method: 'GET', path: '/api/v1/auth/session', summary: 'The session of the cookie and its user', tags: ['auth'], security: 'none', headers: cookieHeader,
+    method: 'GET', path: '/api/v1/auth/session', summary: 'The session of the cookie and its user', tags: ['auth'], security: 'none', description: byCookie,
     responses: { 200: { description: 'The session', schema: z.object({ authenticated: z.literal(true), session: sessionSchema, user: userProfileSchema.nullable() }) } },
     errors: { 401: 'No session' },
   },
   {
-    method: 'POST', path: '/api/v1/auth/session/logout', summary: 'Revoke the session and clear its cookie', tags: ['auth'], security: 'none', headers: cookieHeader,
+    method: 'POST', path: '/api/v1/auth/session/logout', summary: 'Revoke the session and clear its cookie', tags: ['auth'], security: 'none', description: byCookie,
     responses: { 200: { description: 'Signed out', schema: z.object({ ok: z.literal(true), revoked: z.boolean() }) } },
   },
   {
-    method: 'GET', path: '/api/v1/auth/me', summary: 'The user (or aggregator) of a session cookie or bearer token', tags: ['auth'], security: 'none', headers: meHeaders,
+    method: 'GET', path: '/api/v1/auth/me', summary: 'The user (or aggregator) of a session cookie or bearer token', tags: ['auth'], security: 'none',
+    description: `${byCookie} Or send \`Authorization: Bearer <JWT>\` of a user or an aggregator.`,
     responses: {
       200: {
         description: 'Who the caller is',
