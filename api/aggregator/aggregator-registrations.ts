@@ -15,7 +15,10 @@ import type { PlatformContext } from '../../lib/context.ts';
 import { registerAggregator, RegistrationConflict, validateAggregatorRegistration } from '../../lib/aggregator/registrations.ts';
 import { withTransaction } from '../../lib/platform/db.ts';
 import { TokenError, type VerifiedToken } from '../../lib/platform/tokens.ts';
+import { z } from 'zod';
+import type { Network } from '../../lib/network/config.ts';
 import { HttpError, type FieldErrors } from '../http/errors.ts';
+import type { RouteDoc } from '../http/route-doc.ts';
 
 /** Lifetime of the aggregator token handed out by the login exchange. */
 const AGGREGATOR_TOKEN_TTL_SECONDS = 3600;
@@ -74,4 +77,34 @@ export function aggregatorRegistrationRoutes(ctx: PlatformContext): Router {
   });
 
   return router;
+}
+
+/**
+ * The registration body: validated at runtime by Ajv against the network's aggregator registration
+ * JSON Schema (`aggregator_registration.schema`), rendered here as that schema (without `$schema`/`$id`).
+ */
+export function aggregatorRegistrationBody(network: Network) {
+  const { $schema: _schema, $id: _id, ...schema } = network.aggregatorRegistration?.schema ?? {};
+  return z.looseObject({}).meta({
+    description: `The network's aggregator registration, schema version ${network.aggregatorRegistration?.version ?? 'none'} (network configuration, \`aggregator_registration.schema\`), validated at runtime; 400 names each bad field.`,
+    ...(network.aggregatorRegistration ? { override: ({ jsonSchema }: { jsonSchema: Record<string, unknown> }) => { for (const k of Object.keys(jsonSchema)) if (k !== 'description') delete jsonSchema[k]; Object.assign(jsonSchema, schema); } } : {}),
+  });
+}
+
+/** Docs of `aggregatorRegistrationRoutes` (bearer token of a person, not of an aggregator). */
+export function aggregatorRegistrationRouteDocs(network: Network): RouteDoc[] {
+  return [
+    {
+      method: 'POST', path: '/v1/aggregator-registrations/create', summary: 'Register an aggregator (reviewed by the network admin)', tags: ['registration'], security: 'bearer',
+      description: 'The bearer token is a person\'s (built-in issuer or the OIDC issuer), never an aggregator\'s.',
+      body: { schema: aggregatorRegistrationBody(network) },
+      responses: { 201: { description: 'Registered, pending approval', schema: z.object({ aggregator_id: z.uuid(), org_slug: z.string(), status: z.string(), message: z.string() }) } },
+      errors: { 404: 'org_id names no organisation', 409: 'An aggregator\'s token, an identity that already registered, or an organisation not approved', 422: 'Invitations are not supported yet' },
+    },
+    {
+      method: 'POST', path: '/v1/aggregator-registrations/token', summary: 'Exchange the registrant\'s token for an aggregator token once approved', tags: ['registration'], security: 'bearer',
+      responses: { 200: { description: 'An aggregator token (role admin)', schema: z.object({ access_token: z.string(), token_type: z.literal('Bearer'), expires_in: z.int(), aggregator_id: z.uuid() }) } },
+      errors: { 403: 'The registration is pending or rejected', 404: 'This identity has registered no aggregator' },
+    },
+  ];
 }

@@ -10,19 +10,19 @@ import { healthRouteDocs, healthRoutes } from '../http/health.ts';
 import { metricsRouteDocs } from '../http/metrics.ts';
 import { openApiRouteDocs, openApiRoutes, type RouteDoc } from '../http/openapi.ts';
 import { createServiceApp, finishServiceApp } from '../http/service-app.ts';
-import { bulkMappingRoutes } from './bulk-mappings.ts';
+import { bulkMappingRouteDocs, bulkMappingRoutes } from './bulk-mappings.ts';
 import { bulkUploadRouteDocs, bulkUploadRoutes } from './bulk-uploads.ts';
 import { templateRouteDocs, templateRoutes } from './templates.ts';
-import { linkRoutes } from './links.ts';
-import { publicRegistrationRoutes } from './public-registrations.ts';
-import { registrationFormRoutes } from './registration-form.ts';
-import { orgRoutes } from './orgs.ts';
-import { aggregatorRegistrationRoutes } from './aggregator-registrations.ts';
-import { reviewRoutes } from './reviews.ts';
-import { supportRoutes } from './support.ts';
-import { dashboardRoutes } from './dashboard.ts';
+import { linkRouteDocs, linkRoutes } from './links.ts';
+import { publicRegistrationRouteDocs, publicRegistrationRoutes } from './public-registrations.ts';
+import { registrationFormRouteDocs, registrationFormRoutes } from './registration-form.ts';
+import { orgRouteDocs, orgRoutes } from './orgs.ts';
+import { aggregatorRegistrationRouteDocs, aggregatorRegistrationRoutes } from './aggregator-registrations.ts';
+import { reviewRouteDocs, reviewRoutes } from './reviews.ts';
+import { supportRouteDocs, supportRoutes } from './support.ts';
+import { dashboardRouteDocs, dashboardRoutes } from './dashboard.ts';
 import { supportJsonParser } from '../http/support-route.ts';
-import { voiceCallbackRoutes, voiceJsonParsers, voiceRoutes } from './voice.ts';
+import { voiceCallbackRouteDocs, voiceCallbackRoutes, voiceJsonParsers, voiceRouteDocs, voiceRoutes } from './voice.ts';
 
 const jwksSchema = z.object({ keys: z.array(z.looseObject({ kty: z.string(), kid: z.string().optional() })) });
 const meSchema = z.object({
@@ -42,7 +42,10 @@ export function aggregatorServiceRouteDocs(network: Network): RouteDoc[] {
       method: 'GET', path: '/v1/me', summary: 'Who the bearer token says the caller is', tags: ['identity'], security: 'bearer',
       responses: { 200: { description: 'The caller', schema: meSchema } }, errors: { 403: 'Aggregator or organisation not approved' },
     },
-    ...templateRouteDocs(network), ...bulkUploadRouteDocs,
+    ...publicRegistrationRouteDocs, ...registrationFormRouteDocs, ...reviewRouteDocs,
+    ...orgRouteDocs(network), ...aggregatorRegistrationRouteDocs(network), ...voiceCallbackRouteDocs,
+    ...templateRouteDocs(network), ...bulkMappingRouteDocs, ...bulkUploadRouteDocs, ...linkRouteDocs,
+    ...supportRouteDocs, ...dashboardRouteDocs, ...voiceRouteDocs,
   ];
 }
 

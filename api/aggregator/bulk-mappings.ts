@@ -18,22 +18,24 @@ import type { PlatformContext } from '../../lib/context.ts';
 import type { Domain } from '../../lib/network/config.ts';
 import { assertDomainAllowed, callerOf, requireRole } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
+import { API_EXAMPLES } from '../http/openapi.ts';
+import type { RouteDoc } from '../http/route-doc.ts';
 import { parse } from '../http/validation.ts';
 import { mappingOrBadRequest } from './bulk-uploads.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const name = z.string().trim().min(1, 'name must not be empty').max(200);
-const createBody = z.object({
+export const mappingCreateBody = z.object({
   name,
   participant_type: z.string().min(1),
   mapping: z.record(z.string(), z.unknown(), { error: 'mapping must be a JSON object' }),
 });
-const updateBody = z.object({
+export const mappingUpdateBody = z.object({
   name: name.optional(),
   mapping: z.record(z.string(), z.unknown(), { error: 'mapping must be a JSON object' }),
 });
-const oneQuery = z.object({ version: z.coerce.number().int().min(1).optional() });
-const listQuery = z.object({ participant_type: z.string().min(1).optional() });
+export const mappingQuery = z.object({ version: z.coerce.number().int().min(1).optional() });
+export const mappingListQuery = z.object({ participant_type: z.string().min(1).optional() });
 
 /** The saved-mapping routes (see the module comment), mounted under `/v1` after `bearerAuth`. */
 export function bulkMappingRoutes(ctx: PlatformContext): Router {
@@ -55,7 +57,7 @@ export function bulkMappingRoutes(ctx: PlatformContext): Router {
   };
 
   router.post('/bulk-uploads/mappings', requireRole('admin', 'operator'), async (req, res) => {
-    const body = parse(createBody, req.body ?? {});
+    const body = parse(mappingCreateBody, req.body ?? {});
     const domain = domainOf(res, body.participant_type);
     const mapping = mappingOrBadRequest(ctx, domain, body.mapping, 'mapping');
     const caller = callerOf(res);
@@ -66,13 +68,13 @@ export function bulkMappingRoutes(ctx: PlatformContext): Router {
   });
 
   router.get('/bulk-uploads/mappings', async (req, res) => {
-    const query = parse(listQuery, req.query, 'query');
+    const query = parse(mappingListQuery, req.query, 'query');
     res.json({ mappings: await listSavedMappings(ctx.pool, callerOf(res).aggregatorId, query.participant_type) });
   });
 
   router.get('/bulk-uploads/mappings/:id', async (req, res) => {
     const id = idOf(req.params.id);
-    const { version } = parse(oneQuery, req.query, 'query');
+    const { version } = parse(mappingQuery, req.query, 'query');
     const saved = await getSavedMapping(ctx.pool, callerOf(res).aggregatorId, id, version);
     if (!saved) throw new HttpError(404, `No saved mapping ${id}${version ? ` version ${version}` : ''}`);
     res.json(saved);
@@ -80,7 +82,7 @@ export function bulkMappingRoutes(ctx: PlatformContext): Router {
 
   router.put('/bulk-uploads/mappings/:id', requireRole('admin', 'operator'), async (req, res) => {
     const id = idOf(req.params.id);
-    const body = parse(updateBody, req.body ?? {});
+    const body = parse(mappingUpdateBody, req.body ?? {});
     const caller = callerOf(res);
     const current = await getSavedMapping(ctx.pool, caller.aggregatorId, id);
     if (!current) throw new HttpError(404, `No saved mapping ${id}`);
@@ -99,3 +101,41 @@ export function bulkMappingRoutes(ctx: PlatformContext): Router {
 
   return router;
 }
+
+/** Path parameter of a saved mapping (a UUID in either case; anything else is 404). */
+export const mappingIdParams = z.object({ id: z.string().regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/).meta({ format: 'uuid', description: 'saved mapping id' }) });
+/** A saved mapping version (lib/aggregator/bulk/saved-mappings.ts `SavedMappingJson`). */
+export const savedMappingSchema = z.object({
+  id: z.uuid(), version: z.int().min(1), name: z.string(), participant_type: z.string(),
+  mapping: z.record(z.string(), z.unknown()).meta({ description: 'the mapping as normalised (README, bulk onboarding: mappings)' }),
+  created_by: z.string(), created_at: z.string(), retired_at: z.string().nullable(), latest_version: z.int().min(1),
+}).meta({ id: 'SavedMapping' });
+const TAGS = ['bulk uploads'];
+const writerErrors = { 403: 'Role viewer, or the caller may not onboard this participant type' };
+
+/** Docs of `bulkMappingRoutes`. */
+export const bulkMappingRouteDocs: RouteDoc[] = [
+  {
+    method: 'POST', path: '/v1/bulk-uploads/mappings', summary: 'Save a mapping for later uploads', tags: TAGS, security: 'bearer',
+    body: { schema: mappingCreateBody, example: API_EXAMPLES.saved_mapping },
+    responses: { 201: { description: 'Saved (version 1)', schema: savedMappingSchema, headers: z.object({ location: z.string() }) } }, errors: writerErrors,
+  },
+  {
+    method: 'GET', path: '/v1/bulk-uploads/mappings', summary: 'The newest version of each saved mapping not retired', tags: TAGS, security: 'bearer',
+    query: mappingListQuery, responses: { 200: { description: 'The mappings', schema: z.object({ mappings: z.array(savedMappingSchema) }) } },
+  },
+  {
+    method: 'GET', path: '/v1/bulk-uploads/mappings/:id', summary: 'One saved mapping (newest version, or ?version=N), retired ones too', tags: TAGS, security: 'bearer',
+    params: mappingIdParams, query: mappingQuery, responses: { 200: { description: 'The mapping', schema: savedMappingSchema } }, errors: { 404: 'No such mapping or version' },
+  },
+  {
+    method: 'PUT', path: '/v1/bulk-uploads/mappings/:id', summary: 'Save a new version of a mapping', tags: TAGS, security: 'bearer',
+    params: mappingIdParams, body: { schema: mappingUpdateBody },
+    responses: { 200: { description: 'The new version', schema: savedMappingSchema } },
+    errors: { ...writerErrors, 404: 'No such mapping', 409: 'The mapping is retired' },
+  },
+  {
+    method: 'DELETE', path: '/v1/bulk-uploads/mappings/:id', summary: 'Retire a mapping', tags: TAGS, security: 'bearer',
+    params: mappingIdParams, responses: { 204: { description: 'Retired' } }, errors: { 403: 'Role viewer', 404: 'No such mapping' },
+  },
+];

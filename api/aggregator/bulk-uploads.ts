@@ -50,7 +50,7 @@ export const listQuery = z.object({
   page: z.coerce.number().int().min(1).default(1),
   limit: z.coerce.number().int().min(1).max(200).default(50),
 });
-const previewBody = z.object({
+export const previewBody = z.object({
   rows: z.number().int().min(1).max(MAX_PREVIEW_ROWS, `at most ${MAX_PREVIEW_ROWS} rows`).default(200),
 });
 const PREVIEW_POLL_MS = 50;
@@ -419,12 +419,32 @@ export const bulkUploadFormSchema = z.object({
   file: z.string().meta({ format: 'binary', description: `the CSV or XLSX table (recognised by content), at most BULK_UPLOAD_MAX_BYTES` }),
   column_map: z.string().optional()
     .meta({ description: 'JSON object of at most 500 entries: file header → schema field name, or null to ignore the column' }),
+  mapping_id: z.string().optional().meta({ description: 'instead of column_map: the id of a saved mapping' }),
+  mapping_version: z.string().optional().meta({ description: 'with mapping_id: its version (default the newest)' }),
 });
 
 const listResponseSchema = z.object({
   bulk_uploads: z.array(bulkUploadJobSchema), page: z.int(), limit: z.int(), total: z.int(), has_more: z.boolean(),
 });
 const TAGS = ['bulk uploads'];
+
+/** Path parameters of one preview of a job. */
+export const previewIdParams = uploadIdParams.extend({ previewId: z.string().meta({ format: 'uuid', description: 'preview id (anything else is 404)' }) });
+const suggestionsSchema = z.object({
+  upload_id: z.uuid(), participant_type: z.string(), headers: z.array(z.string()),
+  fields: z.array(z.looseObject({ field: z.string() })).meta({ description: 'per schema field: its match and candidate columns with scores' }),
+  unmatched_columns: z.array(z.string()), required_unmatched: z.array(z.string()),
+  suggested_mapping: z.record(z.string(), z.unknown()).meta({ description: 'the mapping the matches make, to review and save' }), sampled_rows: z.int(),
+});
+/** A dry run (lib/aggregator/bulk/preview.ts `PreviewJson`): the result fields once completed. */
+const previewSchema = z.object({
+  preview_id: z.uuid(), upload_id: z.uuid(), status: z.enum(['pending', 'completed', 'failed']), rows_requested: z.int(),
+  created_at: z.string(), completed_at: z.string().nullable(),
+  rows_read: z.int().optional(), counts: z.object({ passed: z.int(), failed: z.int(), skipped: z.int() }).optional(),
+  rows: z.array(z.looseObject({})).optional(), headers: z.array(z.string()).optional(), ignored_columns: z.array(z.string()).optional(),
+  encoding: z.string().nullable().optional(), sheet: z.string().nullable().optional(), file_problem: z.string().nullable().optional(),
+}).meta({ id: 'BulkUploadPreview' });
+const previewLocation = z.object({ location: z.string().meta({ description: '/v1/bulk-uploads/{id}/previews/{previewId}' }) });
 
 /** Docs of `bulkUploadRoutes` (api/http/openapi.ts). */
 export const bulkUploadRouteDocs: RouteDoc[] = [
@@ -458,5 +478,23 @@ export const bulkUploadRouteDocs: RouteDoc[] = [
     security: 'bearer', params: uploadIdParams,
     responses: { 200: { description: 'CSV attachment', content: [{ type: 'text/csv', schema: z.string() }] } },
     errors: { 404: 'No such job, or no error report (no_error_report)' },
+  },
+  {
+    method: 'POST', path: '/v1/bulk-uploads/:id/match', summary: 'Suggest how the file\'s columns map to the schema\'s fields', tags: TAGS, security: 'bearer',
+    params: uploadIdParams, responses: { 200: { description: 'Suggestions from the headers and the first rows', schema: suggestionsSchema } },
+    errors: { 404: 'No such job of the caller', 422: 'The file cannot be read' },
+  },
+  {
+    method: 'POST', path: '/v1/bulk-uploads/:id/preview', summary: 'Dry run of a pending job over its first rows (nothing is written)', tags: TAGS, security: 'bearer',
+    params: uploadIdParams, body: { schema: previewBody, required: false },
+    responses: {
+      200: { description: 'The finished dry run', schema: previewSchema, headers: previewLocation },
+      202: { description: 'Still running: poll the Location', schema: previewSchema, headers: previewLocation },
+    },
+    errors: { 403: 'Role viewer', 404: 'No such job of the caller', 409: 'The job is no longer pending' },
+  },
+  {
+    method: 'GET', path: '/v1/bulk-uploads/:id/previews/:previewId', summary: 'One dry run of a job', tags: TAGS, security: 'bearer',
+    params: previewIdParams, responses: { 200: { description: 'The dry run', schema: previewSchema } }, errors: { 404: 'No such job or preview' },
   },
 ];

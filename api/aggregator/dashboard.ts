@@ -19,12 +19,13 @@ import { exportableIds, exportColumns, MAX_EXPORT_ITEMS, profilesCsv, recordExpo
 import type { PlatformContext } from '../../lib/context.ts';
 import { callerOf, requireRole } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
+import type { RouteDoc } from '../http/route-doc.ts';
 import { parse } from '../http/validation.ts';
 
 /** refresh=true recomputations per aggregator per minute. */
 export const DASHBOARD_REFRESH_RATE = { points: 10, durationSeconds: 60 };
 
-const dashboardQuery = z.object({
+export const dashboardQuery = z.object({
   domain: z.string().min(1).optional(),
   page: z.coerce.number().int().min(1).default(1),
   limit: z.coerce.number().int().min(1).max(200).default(50),
@@ -34,7 +35,7 @@ const dashboardQuery = z.object({
   cursor: z.string().min(1).max(512).optional(),
 });
 
-const exportBody = z.object({
+export const exportBody = z.object({
   item_ids: z.array(z.string().min(1).max(100)).min(1).max(MAX_EXPORT_ITEMS),
   domain: z.string().min(1).optional(),
 });
@@ -132,3 +133,36 @@ export function dashboardRoutes(ctx: PlatformContext): Router {
 
   return router;
 }
+
+const dashboardSchema = z.object({
+  aggregator_id: z.uuid(),
+  by_domain: z.array(z.object({
+    domain: z.string(), label: z.string(),
+    rollup: z.looseObject({}).meta({ description: 'the stored figures of the domain (totals by status, lifecycle, …)' }),
+    participants: z.array(z.looseObject({})).meta({ description: 'a page of participants (decrypted names and contacts)' }),
+    total_matching: z.int(), page: z.int(), limit: z.int(),
+    next_cursor: z.string().nullable().meta({ description: 'pass as `cursor` (with `domain`) for the next page; null on the last' }),
+  })),
+  metadata: z.object({ computed_at: z.string(), ttl_seconds: z.number(), refreshed: z.boolean(), age_seconds: z.number(), stale: z.boolean() }),
+});
+
+/** Docs of `dashboardRoutes`. */
+export const dashboardRouteDocs: RouteDoc[] = [
+  {
+    method: 'GET', path: '/v1/dashboard', summary: 'Rollup per domain and a page of participants', tags: ['dashboard'], security: 'bearer', query: dashboardQuery,
+    description: 'The rollup is stored and recomputed by a task when older than DASHBOARD_TTL_SECONDS or on refresh=true.',
+    responses: { 200: { description: 'The dashboard', schema: dashboardSchema } },
+    errors: { 429: `More than ${DASHBOARD_REFRESH_RATE.points} refreshes a minute (Retry-After)`, 503: 'The first rollup is being computed (Retry-After)' },
+  },
+  {
+    method: 'POST', path: '/v1/dashboard/export/profiles', summary: 'Decrypted profiles of participants as CSV', tags: ['dashboard'], security: 'bearer',
+    body: { schema: exportBody },
+    responses: {
+      200: {
+        description: 'CSV attachment; ids not of the caller are left out and counted', content: [{ type: 'text/csv', schema: z.string() }],
+        headers: z.object({ 'x-exported-item-count': z.string(), 'x-absent-item-count': z.string() }),
+      },
+    },
+    errors: { 403: 'Role viewer' },
+  },
+];

@@ -19,6 +19,8 @@ import {
 import type { PlatformContext } from '../../lib/context.ts';
 import { assertDomainAllowed, callerOf, requireRole } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
+import { API_EXAMPLES } from '../http/openapi.ts';
+import type { RouteDoc } from '../http/route-doc.ts';
 import { parse } from '../http/validation.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -31,7 +33,7 @@ const futureDate = z.iso.datetime({ offset: true, error: 'expires_at must be an 
 const contextSchema = z.record(z.string(), z.unknown())
   .refine((c) => JSON.stringify(c).length <= 16_384, 'context must be at most 16 KiB of JSON');
 
-const createBody = z.object({
+export const linkCreateBody = z.object({
   domain: z.string().min(1),
   slug: slugSchema.optional(),
   context: contextSchema.optional(),
@@ -39,14 +41,14 @@ const createBody = z.object({
   registration_mode: z.string().min(1).optional(),
   expires_at: futureDate.optional(),
 });
-const patchBody = z.strictObject({
+export const linkPatchBody = z.strictObject({
   domain: z.string().min(1).optional(),
   slug: slugSchema.optional(),
   context: contextSchema.optional(),
   registration_mode: z.string().min(1).optional(),
   expires_at: futureDate.nullable().optional(),
 });
-const listQuery = z.object({
+export const linkListQuery = z.object({
   page: z.coerce.number().int().min(1).default(1),
   limit: z.coerce.number().int().min(1).max(200).default(50),
 });
@@ -76,7 +78,7 @@ export function linkRoutes(ctx: PlatformContext): Router {
   };
 
   router.post('/links/create', requireRole('admin', 'operator'), async (req, res) => {
-    const body = parse(createBody, req.body);
+    const body = parse(linkCreateBody, req.body);
     checkDomainAndMode(res, body.domain, body.registration_mode);
     const caller = callerOf(res);
     const input = {
@@ -95,7 +97,7 @@ export function linkRoutes(ctx: PlatformContext): Router {
   });
 
   router.get('/links', async (req, res) => {
-    const page = parse(listQuery, req.query, 'query');
+    const page = parse(linkListQuery, req.query, 'query');
     const { links, total } = await listLinks(ctx.pool, callerOf(res).aggregatorId, page);
     res.json({ links: links.map(view), page: page.page, limit: page.limit, total, has_more: page.page * page.limit < total });
   });
@@ -106,7 +108,7 @@ export function linkRoutes(ctx: PlatformContext): Router {
 
   router.patch('/links/:id', requireRole('admin', 'operator'), async (req, res) => {
     const existing = await linkIn(res, String(req.params.id));
-    const body = parse(patchBody, req.body ?? {});
+    const body = parse(linkPatchBody, req.body ?? {});
     checkDomainAndMode(res, body.domain, body.registration_mode);
     const outcome = await updateDraftLink(ctx.pool, existing.aggregator_id, existing.link_id, {
       slug: body.slug, domain: body.domain, registrationMode: body.registration_mode, context: body.context,
@@ -138,3 +140,44 @@ export function linkRoutes(ctx: PlatformContext): Router {
 
   return router;
 }
+
+/** Path parameter of a link (a UUID in either case; anything else, or another aggregator's link, is 404). */
+export const linkIdParams = z.object({ id: z.string().regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/).meta({ format: 'uuid', description: 'registration link id' }) });
+/** A registration link (lib/aggregator/links.ts `linkView`; spec "Registration link status"). */
+export const linkSchema = z.object({
+  link_id: z.uuid(), slug: z.string(), domain: z.string(), status: z.enum(['draft', 'live', 'retired']), registration_mode: z.string(),
+  context: z.record(z.string(), z.unknown()), expires_at: z.string().nullable(),
+  public_url: z.string().nullable().meta({ description: 'the form page; null while draft' }), qr_url: z.string().nullable(), qr_expires_at: z.string().nullable(),
+  metrics: z.object({ total: z.int(), passed: z.int(), failed: z.int(), skipped: z.int() }), created_at: z.string(), updated_at: z.string(),
+}).meta({ id: 'RegistrationLink' });
+const TAGS = ['registration links'];
+const one = (description: string) => ({ 200: { description, schema: linkSchema } });
+const notFound = { 404: 'No such link of the caller' };
+const writer = { 403: 'Role viewer, or the caller may not onboard this domain' };
+
+/** Docs of `linkRoutes`. */
+export const linkRouteDocs: RouteDoc[] = [
+  {
+    method: 'POST', path: '/v1/links/create', summary: 'Create a registration link (draft unless status live)', tags: TAGS, security: 'bearer',
+    body: { schema: linkCreateBody, example: API_EXAMPLES.link },
+    responses: { 201: { description: 'Created', schema: linkSchema, headers: z.object({ location: z.string() }) } },
+    errors: { ...writer, 409: 'The slug is taken in the organisation' },
+  },
+  {
+    method: 'GET', path: '/v1/links', summary: 'The caller\'s links, newest first', tags: TAGS, security: 'bearer', query: linkListQuery,
+    responses: { 200: { description: 'A page of links', schema: z.object({ links: z.array(linkSchema), page: z.int(), limit: z.int(), total: z.int(), has_more: z.boolean() }) } },
+  },
+  { method: 'GET', path: '/v1/links/:id', summary: 'One link with its metrics', tags: TAGS, security: 'bearer', params: linkIdParams, responses: one('The link'), errors: notFound },
+  {
+    method: 'PATCH', path: '/v1/links/:id', summary: 'Change a draft link', tags: TAGS, security: 'bearer', params: linkIdParams, body: { schema: linkPatchBody },
+    responses: one('The link changed'), errors: { ...writer, ...notFound, 409: 'The link is not a draft, or the slug is taken' },
+  },
+  {
+    method: 'POST', path: '/v1/links/:id/activate', summary: 'Make a draft link live (a live one is unchanged)', tags: TAGS, security: 'bearer', params: linkIdParams,
+    responses: one('The live link'), errors: { 403: 'Role viewer', ...notFound, 409: 'The link is retired or has expired' },
+  },
+  {
+    method: 'POST', path: '/v1/links/:id/retire', summary: 'Retire a link (a retired one is unchanged)', tags: TAGS, security: 'bearer', params: linkIdParams,
+    responses: one('The retired link'), errors: { 403: 'Role viewer', ...notFound },
+  },
+];

@@ -10,8 +10,10 @@ import { parsePhoneNumberFromString, type CountryCode } from 'libphonenumber-js/
 import { z } from 'zod';
 import { registerOrganisation } from '../../lib/aggregator/organisations.ts';
 import type { PlatformContext } from '../../lib/context.ts';
+import type { Network } from '../../lib/network/config.ts';
 import { withTransaction } from '../../lib/platform/db.ts';
 import { HttpError } from '../http/errors.ts';
+import type { RouteDoc } from '../http/route-doc.ts';
 import { parse } from '../http/validation.ts';
 
 const text = (max = 200) => z.string().trim().min(1).max(max);
@@ -42,13 +44,13 @@ export function phoneSchema(region: string) {
   });
 }
 
-export function orgRoutes(ctx: PlatformContext): Router {
-  const router = Router();
-  const aggregatorTypes = Object.keys(ctx.network.aggregatorTypes);
-  const body = z.object({
+/** The body of `POST /v1/orgs/create` for `network` (its aggregator types and phone region). */
+export function orgCreateBody(network: Network) {
+  const aggregatorTypes = Object.keys(network.aggregatorTypes);
+  return z.object({
     display_name: text(),
     state: text(100).optional(),
-    owner: z.object({ name: text(), email: z.email().max(320).transform((e) => e.toLowerCase()), phone: phoneSchema(ctx.network.defaultPhoneRegion) }),
+    owner: z.object({ name: text(), email: z.email().max(320).transform((e) => e.toLowerCase()), phone: phoneSchema(network.defaultPhoneRegion) }),
     consent: consentSchema,
     website: z.url({ protocol: /^https?$/ }).optional(),
     aggregator_type: z.array(z.enum(aggregatorTypes as [string, ...string[]])).optional(),
@@ -61,6 +63,11 @@ export function orgRoutes(ctx: PlatformContext): Router {
       addressRegion: text().optional(), postalCode: text(20).optional(), addressCountry: text(100).optional(),
     }).optional(),
   });
+}
+
+export function orgRoutes(ctx: PlatformContext): Router {
+  const router = Router();
+  const body = orgCreateBody(ctx.network);
 
   router.post('/orgs/create', async (req, res) => {
     if (!ctx.config.ORG_HIERARCHY_ENABLED) throw new HttpError(404, `No route for ${req.method} ${req.path} (organisation registration is off: ORG_HIERARCHY_ENABLED)`);
@@ -74,4 +81,20 @@ export function orgRoutes(ctx: PlatformContext): Router {
     });
   });
   return router;
+}
+
+const orgCreatedSchema = z.object({ org_id: z.uuid(), slug: z.string(), status: z.string(), message: z.string() });
+
+/** Docs of `orgRoutes` (no credential). */
+export function orgRouteDocs(network: Network): RouteDoc[] {
+  return [{
+    method: 'POST', path: '/v1/orgs/create', summary: 'Register an organisation (reviewed by the network admin)', tags: ['registration'], security: 'none',
+    description: 'Mounted always; answers 404 unless ORG_HIERARCHY_ENABLED=true.',
+    body: { schema: orgCreateBody(network) },
+    responses: {
+      201: { description: 'Registered, pending review', schema: orgCreatedSchema },
+      200: { description: 'A registration with this owner e-mail is already pending: the admin is reminded', schema: orgCreatedSchema },
+    },
+    errors: { 404: 'Organisation registration is off (ORG_HIERARCHY_ENABLED)' },
+  }];
 }

@@ -16,7 +16,10 @@ import { findPublicLink, type LinkRow } from '../../lib/aggregator/links.ts';
 import { registrationForm, submitRegistration, type SubmissionResult } from '../../lib/aggregator/public-registration.ts';
 import { createRegistrationRateLimit, type RegistrationRateLimit } from '../../lib/aggregator/registration-rate-limit.ts';
 import type { PlatformContext } from '../../lib/context.ts';
+import { z } from 'zod';
 import { HttpError, type FieldErrors } from '../http/errors.ts';
+import { API_EXAMPLES } from '../http/openapi.ts';
+import type { RouteDoc } from '../http/route-doc.ts';
 
 /**
  * The link published at `orgSlug`/`slug` that accepts registrations now.
@@ -80,3 +83,48 @@ export function publicRegistrationRoutes(ctx: PlatformContext): Router {
 
   return router;
 }
+
+/** Path parameters of a registration link (read as strings by the handlers; unknown ones are 404). */
+export const publicLinkParams = z.object({
+  orgSlug: z.string().meta({ description: 'the organisation\'s slug' }),
+  slug: z.string().meta({ description: 'the link\'s slug' }),
+});
+/** The registration body: validated at runtime against the participant JSON Schema of the link's domain (network config), hence open here. */
+export const publicRegistrationBody = z.looseObject({}).meta({
+  description: 'The participant\'s fields and consents, validated at runtime against the participant JSON Schema of the link\'s domain as `GET` of this path answers it (`schema`, `fields`; network configuration), so open here. 400 names each bad field.',
+});
+const linkSummarySchema = z.object({
+  org_slug: z.string(), org_name: z.string(), slug: z.string(), domain: z.string(), domain_label: z.string(),
+  registration_mode: z.string(), status: z.string(), expires_at: z.string().nullable(), context: z.unknown(),
+});
+const registrationFormSchema = z.object({
+  link: linkSummarySchema,
+  schema: z.looseObject({}).meta({ description: 'the participant JSON Schema of the link\'s domain' }),
+  fields: z.array(z.object({
+    name: z.string(), label: z.string(), description: z.string().nullable(), kind: z.string(), item_kind: z.string().nullable(),
+    enum: z.array(z.unknown()).nullable(), required: z.boolean(), identity: z.string().nullable(), minimum: z.number().nullable(), maximum: z.number().nullable(),
+  })),
+  consent: z.object({ required: z.boolean(), texts: z.record(z.string(), z.string()) }),
+});
+const outcomeFields = {
+  registration_mode: z.string(), submission_shape: z.enum(['account', 'account_and_profile']),
+  owned_elsewhere: z.boolean().meta({ description: 'another aggregator already holds this person' }),
+};
+const linkErrors = { 404: 'No open link (unknown, draft or retired)', 410: 'The link has expired' };
+
+/** Docs of `publicRegistrationRoutes` (public, no credential). */
+export const publicRegistrationRouteDocs: RouteDoc[] = [
+  {
+    method: 'GET', path: '/public/v1/aggregators/:orgSlug/registrations/:slug', summary: 'What a registration form needs', tags: ['public registration'], security: 'none',
+    params: publicLinkParams, responses: { 200: { description: 'The link, its participant schema, fields and consent texts', schema: registrationFormSchema } }, errors: linkErrors,
+  },
+  {
+    method: 'POST', path: '/public/v1/aggregators/:orgSlug/registrations/:slug', summary: 'Register one participant through a link', tags: ['public registration'], security: 'none',
+    params: publicLinkParams, body: { schema: publicRegistrationBody, example: API_EXAMPLES.public_registration },
+    responses: {
+      201: { description: 'Registered', schema: z.object({ outcome: z.literal('passed'), submission_id: z.uuid(), lifecycle_status: z.string().nullable(), ...outcomeFields }) },
+      409: { description: 'Already registered with this aggregator: nothing changed', schema: z.object({ outcome: z.literal('skipped'), message: z.string(), lifecycle_status: z.string().nullable(), ...outcomeFields }) },
+    },
+    errors: { ...linkErrors, 429: 'Too many registrations through this link from this address (Retry-After)' },
+  },
+];

@@ -20,7 +20,9 @@ import { CONSENT_FIELDS, consentTexts, domainForMode, type SubmissionResult } fr
 import type { FieldInfo } from '../../lib/network/config.ts';
 import type { PlatformContext } from '../../lib/context.ts';
 import { HttpError } from '../http/errors.ts';
-import { limitAndSubmit, openPublicLink, registrationRateLimit } from './public-registrations.ts';
+import { z } from 'zod';
+import type { RouteDoc } from '../http/route-doc.ts';
+import { limitAndSubmit, openPublicLink, publicLinkParams, registrationRateLimit } from './public-registrations.ts';
 
 type FormValues = Record<string, string | string[] | undefined>;
 
@@ -183,3 +185,30 @@ export function registrationFormRoutes(ctx: PlatformContext): Router {
 
   return router;
 }
+
+/** An HTML page answer. */
+export const htmlDoc = (description: string) => ({ description, content: [{ type: 'text/html', schema: z.string() }] });
+const linkPages = { 404: htmlDoc('No open link (unknown, draft or retired)'), 410: htmlDoc('The link has expired') };
+
+/** Docs of `registrationFormRoutes` (public pages, no credential). */
+export const registrationFormRouteDocs: RouteDoc[] = [
+  {
+    method: 'GET', path: '/r/:orgSlug/:slug', summary: 'The registration form page of a link', tags: ['public registration'], security: 'none',
+    params: publicLinkParams, responses: { 200: htmlDoc('The form'), ...linkPages },
+  },
+  {
+    method: 'GET', path: '/r/:orgSlug/:slug/qr.svg', summary: 'A QR code of the form page\'s address', tags: ['public registration'], security: 'none',
+    params: publicLinkParams,
+    responses: { 200: { description: 'The QR code', content: [{ type: 'image/svg+xml', schema: z.string() }] }, ...linkPages },
+  },
+  {
+    method: 'POST', path: '/r/:orgSlug/:slug', summary: 'Submit the registration form', tags: ['public registration'], security: 'none',
+    description: 'The form\'s url-encoded fields, registered as by the public API (fields of the link\'s participant schema, validated at runtime).',
+    params: publicLinkParams,
+    body: { schema: z.record(z.string(), z.union([z.string(), z.array(z.string())])), contentType: 'application/x-www-form-urlencoded' },
+    responses: {
+      201: htmlDoc('Registered'), 400: htmlDoc('The form again, each problem beside its field'), 409: htmlDoc('Already registered'),
+      429: htmlDoc('Too many registrations from this address (Retry-After)'), ...linkPages,
+    },
+  },
+];

@@ -19,7 +19,9 @@ import {
   getReview, ReviewLinkError, reviewLinkKey, useReview, verifyReviewToken, type ReviewClaims,
 } from '../../lib/aggregator/review-links.ts';
 import { withTransaction } from '../../lib/platform/db.ts';
-import { escapeHtml, htmlPage } from './registration-form.ts';
+import { z } from 'zod';
+import type { RouteDoc } from '../http/route-doc.ts';
+import { escapeHtml, htmlDoc, htmlPage } from './registration-form.ts';
 
 /** A page answer that ends the request. */
 class PageAnswer extends Error {
@@ -129,3 +131,24 @@ ${approve ? '' : '<label for="reason">Reason (sent to the registrant) <span clas
 
   return router;
 }
+
+/** Path parameter of a review link (a signed token, verified by the handler). */
+export const reviewTokenParams = z.object({ token: z.string().meta({ description: 'the signed review token of the e-mailed link' }) });
+const reviewErrors = { 400: htmlDoc('Tampered link'), 404: htmlDoc('The registration no longer exists'), 409: htmlDoc('Link already used, or registration no longer pending'), 410: htmlDoc('Link expired (with a renewal form)') };
+
+/** Docs of `reviewRoutes` (HTML pages; the signed token is the credential). */
+export const reviewRouteDocs: RouteDoc[] = [
+  {
+    method: 'GET', path: '/review/:token', summary: 'Review page of a registration (never decides)', tags: ['review'], security: 'none',
+    params: reviewTokenParams, responses: { 200: htmlDoc('The registration and a confirm form'), ...reviewErrors },
+  },
+  {
+    method: 'POST', path: '/review/:token', summary: 'Approve or reject a registration (single use)', tags: ['review'], security: 'none',
+    params: reviewTokenParams, body: { schema: z.object({ reason: z.string().optional().meta({ description: 'required to reject' }) }), contentType: 'application/x-www-form-urlencoded', required: false },
+    responses: { 200: htmlDoc('Decided'), ...reviewErrors, 400: htmlDoc('Tampered link, or a rejection without reason') },
+  },
+  {
+    method: 'POST', path: '/review/:token/renew', summary: 'E-mail a fresh review link for an expired one', tags: ['review'], security: 'none',
+    params: reviewTokenParams, responses: { 200: htmlDoc('Fresh review link sent'), ...reviewErrors },
+  },
+];

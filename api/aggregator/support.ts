@@ -5,7 +5,9 @@
 import { Router } from 'express';
 import type { PlatformContext } from '../../lib/context.ts';
 import { callerOf } from '../http/auth.ts';
-import { supportHandler } from '../http/support-route.ts';
+import { API_EXAMPLES } from '../http/openapi.ts';
+import type { RouteDoc } from '../http/route-doc.ts';
+import { supportHandler, supportRouteDoc } from '../http/support-route.ts';
 
 export function supportRoutes(ctx: PlatformContext): Router {
   const router = Router();
@@ -16,3 +18,6 @@ export function supportRoutes(ctx: PlatformContext): Router {
   }));
   return router;
 }
+
+/** Docs of `supportRoutes`. */
+export const supportRouteDocs: RouteDoc[] = [supportRouteDoc('/v1/support', 'bearer', API_EXAMPLES.support)];

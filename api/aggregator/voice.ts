@@ -18,7 +18,7 @@ import express, { Router, type NextFunction, type Request, type RequestHandler, 
 import { z } from 'zod';
 import { applyCallbacks } from '../../lib/aggregator/voice/dispatch.ts';
 import {
-  createVoiceJob, listVoiceJobs, loadVoiceJob, pollVoiceJob, requestHash, toJobJson, VOICE_CHANNELS,
+  COUNT_NAMES, createVoiceJob, listVoiceJobs, loadVoiceJob, pollVoiceJob, requestHash, toJobJson, VOICE_CHANNELS,
 } from '../../lib/aggregator/voice/jobs.ts';
 import { providerCallbackSchema } from '../../lib/aggregator/voice/protocol.ts';
 import { voiceProviderSecret } from '../../lib/aggregator/voice/provider.ts';
@@ -28,6 +28,8 @@ import { ObjectNotFoundError } from '../../lib/platform/storage.ts';
 import { callerOf, requireRole } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
 import { JSON_TYPES } from '../http/service-app.ts';
+import { API_EXAMPLES } from '../http/openapi.ts';
+import type { RouteDoc } from '../http/route-doc.ts';
 import { parse } from '../http/validation.ts';
 
 export const VOICE_JOBS_PATH = '/v1/campaign/voice';
@@ -41,7 +43,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 // RFC 9110 token-ish: visible ASCII, as the Idempotency-Key draft (draft-ietf-httpapi-idempotency-key-header) allows.
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
-const createBody = z.object({
+export const voiceJobBody = z.object({
   channel: z.enum(VOICE_CHANNELS).default('voice'),
   item_ids: z.array(z.uuid('must be a UUID')).min(1, 'at least one item id').max(MAX_ITEMS, `at most ${MAX_ITEMS} item ids`),
   metadata: z.array(z.object({ key: z.string().min(1).max(100), value: z.string().max(1000) })).max(50).default([]),
@@ -56,12 +58,12 @@ const createBody = z.object({
   if (given !== 1) ctx.addIssue({ code: 'custom', path: ['content'], message: 'a voice job needs exactly one of content.script or content.audio_url' });
 });
 
-const listQuery = z.object({
+export const voiceJobListQuery = z.object({
   page: z.coerce.number().int().min(1).default(1),
   limit: z.coerce.number().int().min(1).max(200).default(50),
 });
 
-const jobQuery = z.object({
+export const voiceJobQuery = z.object({
   items_limit: z.coerce.number().int().min(1).max(1000).default(100),
   cursor: z.string().regex(/^[A-Za-z0-9_-]{1,40}$/, 'not a cursor given by this API').optional(),
 });
@@ -155,7 +157,7 @@ export function voiceRoutes(ctx: PlatformContext): Router {
         : 'must be 1..255 visible ASCII characters';
       throw new HttpError(400, `Idempotency-Key header ${message}`, { code: 'invalid_idempotency_key', fields: { 'Idempotency-Key': [message] } });
     }
-    const body = parse(createBody, req.body ?? {});
+    const body = parse(voiceJobBody, req.body ?? {});
     const caller = callerOf(res);
     const itemIds = [...new Set(body.item_ids.map((id) => id.toLowerCase()))];
     const scheduleAt = body.schedule_at ? new Date(body.schedule_at).toISOString() : null;
@@ -174,7 +176,7 @@ export function voiceRoutes(ctx: PlatformContext): Router {
   });
 
   router.get('/campaign/voice', async (req, res) => {
-    const page = parse(listQuery, req.query, 'query');
+    const page = parse(voiceJobListQuery, req.query, 'query');
     const { jobs, total } = await listVoiceJobs(ctx.pool, callerOf(res).orgId, page);
     res.json({ voice_jobs: jobs, page: page.page, limit: page.limit, total, has_more: page.page * page.limit < total });
   });
@@ -182,7 +184,7 @@ export function voiceRoutes(ctx: PlatformContext): Router {
   router.get('/campaign/voice/:job_id', async (req, res, next) => {
     const id = jobIdParam(req, next);
     if (!id) return;
-    const query = parse(jobQuery, req.query, 'query');
+    const query = parse(voiceJobQuery, req.query, 'query');
     const afterSeq = query.cursor === undefined ? -1 : decodeCursor(query.cursor);
     const ifNoneMatch = req.header('if-none-match');
     const polled = await pollVoiceJob(ctx.pool, id, {
@@ -227,3 +229,57 @@ export function voiceRoutes(ctx: PlatformContext): Router {
 
   return router;
 }
+
+/** Path parameter of a voice or export job (a UUID in either case; anything else is no route: 404). */
+export const voiceJobIdParams = z.object({ job_id: z.string().regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/).meta({ format: 'uuid', description: 'job id' }) });
+/** A voice or export job (lib/aggregator/voice/jobs.ts `toJobJson`). */
+const voiceJobSchema = z.object({
+  job_id: z.uuid(), channel: z.enum(VOICE_CHANNELS), status: z.enum(['queued', 'processing', 'completed', 'partial', 'failed']),
+  counts: z.object(Object.fromEntries(COUNT_NAMES.map((n) => [n, z.int()]))), created_at: z.string(), updated_at: z.string(),
+  metadata: z.array(z.object({ key: z.string(), value: z.string() })), provider_response: z.unknown(),
+  content: z.object({ script: z.string().optional(), audio_url: z.string().optional() }), schedule_at: z.string().nullable(), export_object_key: z.string().nullable(),
+}).meta({ id: 'VoiceJob' });
+const voiceJobPageSchema = voiceJobSchema.extend({
+  items: z.array(z.looseObject({ item_id: z.uuid() })), items_limit: z.int(),
+  items_next_cursor: z.string().nullable().meta({ description: 'pass as `cursor` for the next page of items; null on the last' }),
+});
+const etagHeader = z.object({ etag: z.string().meta({ description: 'the job\'s version: send it as If-None-Match' }) });
+
+/** Docs of `voiceCallbackRoutes` (signed by the provider; no bearer token). */
+export const voiceCallbackRouteDocs: RouteDoc[] = [{
+  method: 'POST', path: VOICE_CALLBACKS_PATH, summary: 'Status updates of calls, signed by the voice provider', tags: ['voice'], security: 'none',
+  headers: z.object({ [SIGNATURE_HEADER]: z.string().meta({ description: '`t=<unix seconds>,v1=<hex HMAC-SHA256(VOICE_PROVIDER_SECRET, "<t>.<raw body>")>` (RFC 2104)' }) }),
+  body: { schema: providerCallbackSchema },
+  responses: { 200: { description: 'Updates applied and ignored (unknown or stale)', schema: z.object({ accepted: z.int(), ignored: z.int() }) } },
+  errors: { 401: `Missing, stale or invalid ${SIGNATURE_HEADER} header` },
+}];
+
+/** Docs of `voiceRoutes`. */
+export const voiceRouteDocs: RouteDoc[] = [
+  {
+    method: 'POST', path: VOICE_JOBS_PATH, summary: 'Create a voice (or export) job over items', tags: ['voice'], security: 'bearer',
+    description: 'Role admin or operator. The same Idempotency-Key with the same body answers the same job (header `idempotent-replayed: true`).',
+    headers: z.object({ 'idempotency-key': z.string().regex(/^[\x21-\x7e]{1,255}$/).meta({ description: 'a unique key per job, e.g. a UUID' }) }),
+    body: { schema: voiceJobBody, example: API_EXAMPLES.voice_job },
+    responses: { 202: { description: 'Queued', schema: voiceJobSchema, headers: z.object({ location: z.string().meta({ description: 'the job\'s URL' }) }) } },
+    errors: { 403: 'Role admin or operator required', 409: 'The Idempotency-Key was used for another request' },
+  },
+  {
+    method: 'GET', path: VOICE_JOBS_PATH, summary: 'The organisation\'s jobs, newest first', tags: ['voice'], security: 'bearer', query: voiceJobListQuery,
+    responses: { 200: { description: 'A page of jobs', schema: z.object({ voice_jobs: z.array(voiceJobSchema), page: z.int(), limit: z.int(), total: z.int(), has_more: z.boolean() }) } },
+  },
+  {
+    method: 'GET', path: `${VOICE_JOBS_PATH}/:job_id`, summary: 'One voice job with a page of its items', tags: ['voice'], security: 'bearer',
+    params: voiceJobIdParams, query: voiceJobQuery, headers: z.object({ 'if-none-match': z.string().optional().meta({ description: 'the ETag of an earlier answer' }) }),
+    responses: {
+      200: { description: 'The job and a page of items', schema: voiceJobPageSchema, headers: etagHeader },
+      304: { description: 'Unchanged since the ETag sent', headers: etagHeader },
+    },
+    errors: { 403: 'Another organisation\'s job, or an export job', 404: 'No such job' },
+  },
+  {
+    method: 'GET', path: '/v1/campaign/exports/:job_id', summary: 'The CSV of an export job', tags: ['voice'], security: 'bearer', params: voiceJobIdParams,
+    responses: { 200: { description: 'The CSV (attachment)', content: [{ type: 'text/csv', schema: z.string() }] } },
+    errors: { 403: 'Another organisation\'s job, or not an export job', 404: 'No such job, or its CSV is not written yet' },
+  },
+];

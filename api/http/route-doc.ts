@@ -36,7 +36,7 @@ export interface RouteDoc {
   query?: z.ZodObject;
   /** Request headers the route reads besides the credential (e.g. `x-acting-org-id`). */
   headers?: z.ZodObject;
-  body?: { schema: z.ZodType; contentType?: 'application/json' | 'multipart/form-data'; example?: unknown; required?: boolean };
+  body?: { schema: z.ZodType; contentType?: 'application/json' | 'multipart/form-data' | 'application/x-www-form-urlencoded'; example?: unknown; required?: boolean };
   /** Success (and other non-error) responses by status. */
   responses: Record<number, ResponseDoc>;
   /**

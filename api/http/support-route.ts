@@ -12,6 +12,8 @@ import {
 } from '../../lib/network/support.ts';
 import { HttpError } from './errors.ts';
 import { JSON_TYPES } from './service-app.ts';
+import { z } from 'zod';
+import type { RouteDoc, RouteSecurity } from './route-doc.ts';
 import { parse } from './validation.ts';
 
 export interface SupportRouteOptions {
@@ -51,5 +53,16 @@ export function supportHandler(ctx: PlatformContext, options: SupportRouteOption
       }
       throw err;
     }
+  };
+}
+
+/** The doc of a support route mounted at `path` (same request schema as the handler). */
+export function supportRouteDoc(path: string, security: RouteSecurity, example?: unknown): RouteDoc {
+  return {
+    method: 'POST', path, summary: 'File a support request (e-mailed to support by a task)', tags: ['support'], security,
+    description: 'At most 5 requests an hour per submitter. Attachments are base64 in `data` (10 MiB in all).',
+    body: { schema: supportRequestSchema, ...(example !== undefined ? { example } : {}) },
+    responses: { 200: { description: 'Filed', schema: z.object({ ok: z.literal(true), reference: z.string().meta({ description: 'quote it to support' }) }) } },
+    errors: { 413: 'Attachments too large', 429: 'Too many support requests from this submitter (Retry-After)' },
   };
 }

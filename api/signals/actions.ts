@@ -13,6 +13,8 @@ import type { PlatformContext } from '../../lib/context.ts';
 import { withTransaction } from '../../lib/platform/db.ts';
 import { ActionError, actionView, getAction, moveActionStatus, performAction, type Actor } from '../../lib/signals/actions.ts';
 import { HttpError } from '../http/errors.ts';
+import { errorShapeSchemas } from '../http/openapi.ts';
+import type { RouteDoc } from '../http/route-doc.ts';
 import { parse } from '../http/validation.ts';
 import { identify } from './identity.ts';
 
@@ -22,7 +24,7 @@ const itemRef = z.object({
   item_type: z.string().min(1),
   item_id: z.uuid(),
 });
-const performSchema = z.strictObject({
+export const performSchema = z.strictObject({
   action_type: z.string().min(1),
   source_item: itemRef,
   target_item: itemRef.extend({ item_instance_url: z.url() }),
@@ -31,12 +33,12 @@ const performSchema = z.strictObject({
   consent: z.object({ acknowledged: z.boolean(), version: z.number().int().min(1), brand: z.string().nullable().optional() }).optional(),
   guardian_otp: z.string().length(6).optional(),
 });
-const statusSchema = z.strictObject({
+export const statusSchema = z.strictObject({
   action_status: z.string().min(1).max(64),
   update_count: z.number().int().min(0),
   note: z.string().max(1000).optional(),
 });
-const idParam = z.object({ id: z.uuid() });
+export const actionIdParam = z.object({ id: z.uuid() });
 
 /** The actor of a request: its person (session or bearer) when present, else its API key. */
 async function actorOf(ctx: PlatformContext, req: Request, res: Response): Promise<Actor> {
@@ -76,7 +78,7 @@ export function actionRoutes(ctx: PlatformContext): Router {
   });
 
   router.post('/action/:id/status', async (req, res) => {
-    const { id } = parse(idParam, req.params, 'path');
+    const { id } = parse(actionIdParam, req.params, 'path');
     const body = parse(statusSchema, req.body);
     const actor = await actorOf(ctx, req, res);
     const action = await withTransaction(ctx.pool, (client) => moveActionStatus(client, ctx.network, id, {
@@ -86,7 +88,7 @@ export function actionRoutes(ctx: PlatformContext): Router {
   });
 
   router.get('/action/:id', async (req, res) => {
-    const { id } = parse(idParam, req.params, 'path');
+    const { id } = parse(actionIdParam, req.params, 'path');
     const action = await getAction(ctx.pool, id);
     if (!action) throw new HttpError(404, `No action ${id}`, { code: 'action_not_found' });
     res.json(await actionView(ctx.pool, ctx.pii, ctx.network, action));
@@ -94,3 +96,49 @@ export function actionRoutes(ctx: PlatformContext): Router {
 
   return router;
 }
+
+const performResultSchema = z.object({
+  index: z.int(), status: z.enum(['success', 'failed']), action_id: z.uuid().optional(), action_type: z.string(), action_status: z.string().optional(),
+  update_count: z.int().optional(), source_item_id: z.uuid(), target_item_id: z.uuid(), error: z.string().optional(), message: z.string().optional(),
+});
+const performSummarySchema = z.object({ total: z.int(), succeeded: z.int(), failed: z.int() });
+const refusedSchema = z.object({
+  error: z.string(), message: z.string(), results: z.array(performResultSchema), summary: performSummarySchema,
+}).meta({ description: 'Shape A, with the results envelope of the refused action' });
+/** An action as `actionView` (lib/signals/actions.ts) shows it. */
+const actionViewSchema = z.looseObject({
+  action_id: z.uuid(), action_type: z.string(), action_status: z.string(), update_count: z.int(), terminal: z.boolean(),
+  source_item_id: z.uuid(), target_item_id: z.uuid(), target_instance_url: z.string().nullable(),
+  acting_org_id: z.string().nullable(), acting_as_user_id: z.string().nullable(),
+}).meta({ id: 'Action', description: 'An action, its events and (once revealed) the parties\' contacts' });
+const refusal = (description: string) => ({ description, schema: refusedSchema });
+const actingHeaders = z.object({ 'x-acting-org-id': z.string().optional().meta({ description: 'the organisation an aggregator acts for' }) });
+const actorNote = 'Besides the API key, a person\'s session cookie or `Authorization: Bearer <JWT>` of a person or an aggregator makes them the actor.';
+
+/** Docs of `actionRoutes`. */
+export const actionRouteDocs: RouteDoc[] = [
+  {
+    method: 'POST', path: '/api/v1/action/perform', summary: 'Perform an action between two items', tags: ['actions'], security: 'apiKey', headers: actingHeaders,
+    description: `${actorNote} A refused action answers its status with a shape-A body that also carries the results envelope (\`results[0].status: failed\`).`,
+    body: { schema: performSchema },
+    responses: {
+      201: { description: 'Performed', schema: z.object({ results: z.array(performResultSchema), summary: performSummarySchema }) },
+      400: { description: 'Invalid request (shape A), or the action is refused as invalid (with the results envelope)', schema: z.union([errorShapeSchemas.A, refusedSchema]) },
+      403: refusal('Not allowed (interaction matrix, ownership, guardian consent)'),
+      404: refusal('An item, user or organisation is not found'),
+      409: refusal('An action is already open, or the source is not live'),
+      422: refusal('The consent version is outdated'),
+      429: refusal('Too many guardian codes (Retry-After)'),
+    },
+  },
+  {
+    method: 'POST', path: '/api/v1/action/:id/status', summary: 'Move an action to another status', tags: ['actions'], security: 'apiKey', description: actorNote,
+    params: actionIdParam, body: { schema: statusSchema },
+    responses: { 200: { description: 'The action after the move', schema: actionViewSchema } },
+    errors: { 403: 'Not a party to the action, or not allowed to cancel', 404: 'No such action', 409: 'Stale update_count, terminal action or transition not allowed' },
+  },
+  {
+    method: 'GET', path: '/api/v1/action/:id', summary: 'One action with its events', tags: ['actions'], security: 'apiKey',
+    params: actionIdParam, responses: { 200: { description: 'The action', schema: actionViewSchema } }, errors: { 404: 'No such action' },
+  },
+];

@@ -11,14 +11,15 @@ import { supportJsonParser } from '../http/support-route.ts';
 import { discoverRouteDocs, discoverRoutes } from './discover.ts';
 import { itemRouteDocs, itemRoutes } from './items.ts';
 import { matchScoreRouteDocs, matchScoreRoutes } from './match-score.ts';
-import { supportRoutes } from './support.ts';
-import { actionRoutes } from './actions.ts';
-import { authRoutes } from './auth.ts';
-import { peopleRoutes, useShapeB } from './people.ts';
+import { supportRouteDocs, supportRoutes } from './support.ts';
+import { actionRouteDocs, actionRoutes } from './actions.ts';
+import { authRouteDocs, authRoutes } from './auth.ts';
+import { peopleRouteDocs, peopleRoutes, useShapeB } from './people.ts';
 
 /** Every route the signals app mounts, documented (served at /openapi.json; README, "How to document a route"). */
 export function signalsServiceRouteDocs(_network: Network): RouteDoc[] {
-  return [...healthRouteDocs, ...metricsRouteDocs, ...openApiRouteDocs, ...itemRouteDocs, ...discoverRouteDocs, ...matchScoreRouteDocs];
+  return [...healthRouteDocs, ...metricsRouteDocs, ...openApiRouteDocs, ...itemRouteDocs, ...discoverRouteDocs, ...matchScoreRouteDocs,
+    ...authRouteDocs, ...peopleRouteDocs, ...actionRouteDocs, ...supportRouteDocs];
 }
 
 export function createSignalsApp(ctx: PlatformContext): Express {

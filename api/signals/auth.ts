@@ -29,6 +29,7 @@ import {
   createSession, findSession, finishLoginFlow, findLoginFlow, revokeSession, SESSION_COOKIE, startLoginFlow, type LoginFlow,
 } from '../../lib/signals/sessions.ts';
 import { HttpError } from '../http/errors.ts';
+import type { RouteDoc } from '../http/route-doc.ts';
 import { parse } from '../http/validation.ts';
 import { cookieOf, identify } from './identity.ts';
 import { asHttp } from './people.ts';
@@ -37,12 +38,12 @@ import { asHttp } from './people.ts';
 export const LOGIN_TOKEN_TTL_SECONDS = 3600;
 
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '::1', '[::1]']);
-const loginQuery = z.object({
+export const loginQuery = z.object({
   email: z.email().max(320).optional(),
   phoneNumber: z.string().min(3).max(20).optional(),
   return_to: z.string().max(500).optional(),
 });
-const callbackQuery = z.object({ state: z.string().min(1).max(200), code: z.string().min(1).max(2000) });
+export const callbackQuery = z.object({ state: z.string().min(1).max(200), code: z.string().min(1).max(2000) });
 
 const escape = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 const page = (title: string, body: string) => `<!doctype html>
@@ -238,3 +239,77 @@ ${returnTo ? `<input type="hidden" name="return_to" value="${escape(returnTo)}">
 
   return router;
 }
+
+/** A user as signals shows it to the user (decrypted contacts; lib/signals/people.ts getUserProfile). */
+export const userProfileSchema = z.looseObject({
+  user_id: z.uuid(), network: z.string(), domain: z.string().nullable(), status: z.string(), created_by: z.string().nullable(),
+  created_at: z.string(), age: z.int().nullable(), name: z.string().nullable(), phone: z.string().nullable(), email: z.string().nullable(),
+}).meta({ id: 'UserProfile' });
+const sessionSchema = z.object({ session_id: z.uuid(), method: z.string(), created_at: z.string(), expires_at: z.string() });
+const signedInSchema = z.object({
+  session: sessionSchema, user: userProfileSchema.nullable(), access_token: z.string().meta({ description: 'a bearer token of the user' }),
+  token_type: z.literal('Bearer'), expires_in: z.int().meta({ description: 'seconds' }),
+});
+const authConfigSchema = z.object({
+  network: z.string(), network_name: z.string(),
+  domains: z.array(z.object({ domain: z.string(), label: z.string().optional(), item_type: z.string() })),
+  login_methods: z.array(z.enum(['oidc', 'email_code', 'sms_code'])), oidc_issuer: z.string().nullable(),
+  guardian_consent_age: z.int(), consent_version: z.int(), session_cookie: z.string(), login_url: z.string(),
+});
+const html = (description: string) => ({ description, content: [{ type: 'text/html', schema: z.string() }] });
+const byCookie = `Reads the session cookie \`${SESSION_COOKIE}\` set at login.`;
+
+/** Docs of `authRoutes`: public (no API key: a browser holds none). */
+export const authRouteDocs: RouteDoc[] = [
+  {
+    method: 'GET', path: '/api/v1/auth/config', summary: 'Public login configuration', tags: ['auth'], security: 'none',
+    responses: { 200: { description: 'How to sign in on this network', schema: authConfigSchema } },
+  },
+  {
+    method: 'GET', path: '/api/v1/auth/session/login', summary: 'Start a login', tags: ['auth'], security: 'none',
+    description: 'With OIDC configured: redirect to the issuer (code flow with PKCE). Built-in: without `email`/`phoneNumber` a page asking for one; with one, a one-time code is sent when the contact is registered (the answer is the same either way) and the code form is shown, or for `Accept: application/json` 202 with the login `state`.',
+    query: loginQuery,
+    responses: {
+      200: html('The sign-in page or the code form'),
+      202: { description: 'Code sent if the contact is registered (JSON clients)', schema: z.object({ state: z.string(), code_sent: z.literal(true), expires_in: z.int() }) },
+      302: { description: 'Redirect to the OIDC issuer' },
+    },
+    errors: { 429: 'Too many code logins from this address (Retry-After)', 502: 'The identity provider cannot be reached' },
+  },
+  {
+    method: 'GET', path: '/api/v1/auth/session/callback', summary: 'Finish a login and open a session (cookie)', tags: ['auth'], security: 'none',
+    description: 'OIDC: `code` and `state` from the issuer. Built-in: `state` and the one-time `code` of the form. Sets the session cookie; answers the user and a bearer token for `Accept: application/json`, else redirects to `return_to` or shows a page.',
+    query: callbackQuery,
+    responses: {
+      200: { description: 'Signed in', schema: signedInSchema, content: [{ type: 'text/html', schema: z.string() }] },
+      303: { description: 'Signed in: redirect to return_to' },
+    },
+    errors: {
+      400: 'Invalid request, or the login expired or was already used', 401: 'Wrong code, or the identity provider did not confirm the login',
+      403: 'No verified e-mail from the identity provider, or the user is disabled', 410: 'The code has expired', 429: 'Too many wrong codes',
+    },
+  },
+  {
+    method: 'GET', path: '/api/v1/auth/session', summary: 'The session of the cookie and its user', tags: ['auth'], security: 'none', description: byCookie,
+    responses: { 200: { description: 'The session', schema: z.object({ authenticated: z.literal(true), session: sessionSchema, user: userProfileSchema.nullable() }) } },
+    errors: { 401: 'No session' },
+  },
+  {
+    method: 'POST', path: '/api/v1/auth/session/logout', summary: 'Revoke the session and clear its cookie', tags: ['auth'], security: 'none', description: byCookie,
+    responses: { 200: { description: 'Signed out', schema: z.object({ ok: z.literal(true), revoked: z.boolean() }) } },
+  },
+  {
+    method: 'GET', path: '/api/v1/auth/me', summary: 'The user (or aggregator) of a session cookie or bearer token', tags: ['auth'], security: 'none',
+    description: `${byCookie} Or send \`Authorization: Bearer <JWT>\` of a user or an aggregator.`,
+    responses: {
+      200: {
+        description: 'Who the caller is',
+        schema: z.union([
+          z.object({ kind: z.literal('user'), via: z.string(), user: userProfileSchema.nullable() }),
+          z.object({ kind: z.literal('aggregator'), via: z.string(), aggregator: z.object({ aggregator_id: z.uuid(), org_id: z.uuid(), aggregator_type: z.array(z.string()), roles: z.array(z.string()) }) }),
+        ]),
+      },
+    },
+    errors: { 401: 'Neither a session nor a valid bearer token' },
+  },
+];

@@ -15,6 +15,8 @@ import { normaliseEmail, normalisePhone, type Contact } from '../../lib/signals/
 import { createRateLimit, RateLimitedError } from '../../lib/signals/rate-limits.ts';
 import { guardianSignup, PeopleError, requiresDob, signup } from '../../lib/signals/signup.ts';
 import { HttpError } from '../http/errors.ts';
+import { API_EXAMPLES } from '../http/openapi.ts';
+import type { RouteDoc } from '../http/route-doc.ts';
 import { parse } from '../http/validation.ts';
 
 /** Paths whose errors are in shape B (spec "Errors": signup; by decision also the guardian signup). */
@@ -32,14 +34,14 @@ export function useShapeB(app: Express): void {
 
 const email = z.email().max(320);
 const phone = z.string().min(3).max(20);
-const signupSchema = z.strictObject({
+export const signupSchema = z.strictObject({
   name: z.string().trim().min(1).max(200),
   email: email.optional(),
   phoneNumber: phone.optional(),
   domain: z.string().min(1).optional(),
   age: z.number().int().min(0).max(120).optional(),
 });
-const guardianSchema = z.strictObject({
+export const guardianSchema = z.strictObject({
   network: z.string().min(1),
   domain: z.string().min(1),
   email: email.optional(),
@@ -51,7 +53,7 @@ const guardianSchema = z.strictObject({
   guardianDeclarationAccepted: z.boolean(),
   sameContactAcknowledged: z.boolean().optional(),
 });
-const precheckSchema = z.strictObject({
+export const precheckSchema = z.strictObject({
   network: z.string().min(1),
   email: email.optional(),
   phoneNumber: phone.optional(),
@@ -145,3 +147,32 @@ export function asHttp(err: unknown): unknown {
   }
   return err;
 }
+
+const rateLimited = 'Too many requests for this contact or from this address (Retry-After)';
+
+/** Docs of `peopleRoutes` (signup and the guardian signup answer errors in shape B). */
+export const peopleRouteDocs: RouteDoc[] = [
+  {
+    method: 'POST', path: '/api/v1/auth/signup', summary: 'Sign up a person (email or phoneNumber required)', tags: ['people'], security: 'apiKey', errorShape: 'B',
+    body: { schema: signupSchema, example: API_EXAMPLES.signup },
+    responses: {
+      201: { description: 'Signed up', schema: z.object({ ok: z.literal(true), alreadyRegistered: z.literal(false) }) },
+      200: { description: 'The contact was already registered (nothing changed)', schema: z.object({ ok: z.literal(true), alreadyRegistered: z.literal(true) }) },
+    },
+    errors: { 409: 'Under the guardian consent age: use the guardian signup (GUARDIAN_CONSENT_REQUIRED)', 429: rateLimited },
+  },
+  {
+    method: 'POST', path: '/api/v1/consent/u18/signup/guardian', summary: 'Sign up a minor with a guardian\'s consent', tags: ['people'], security: 'apiKey', errorShape: 'B',
+    body: { schema: guardianSchema, example: API_EXAMPLES.guardian_signup },
+    responses: { 201: { description: 'Signed up, pending the guardian\'s one-time code', schema: z.object({ otpSent: z.literal(true) }) } },
+    errors: {
+      409: 'NOT_A_MINOR, SAME_CONTACT_NOT_ALLOWED, ALREADY_REGISTERED or TOO_MANY_WARDS', 429: rateLimited,
+    },
+  },
+  {
+    method: 'POST', path: '/api/v1/auth/u18-precheck', summary: 'Whether signing up this contact needs a date of birth', tags: ['people'], security: 'apiKey',
+    body: { schema: precheckSchema, example: API_EXAMPLES.u18_precheck },
+    responses: { 200: { description: 'The answer', schema: z.object({ requiresDob: z.boolean() }) } },
+    errors: { 429: 'Too many prechecks from this address (Retry-After)' },
+  },
+];

@@ -5,7 +5,9 @@
  */
 import { Router } from 'express';
 import type { PlatformContext } from '../../lib/context.ts';
-import { supportHandler } from '../http/support-route.ts';
+import { API_EXAMPLES } from '../http/openapi.ts';
+import type { RouteDoc } from '../http/route-doc.ts';
+import { supportHandler, supportRouteDoc } from '../http/support-route.ts';
 
 const keyOf = (res: { locals: Record<string, unknown> }) => (res.locals.apiKey as { keyId: string }).keyId;
 
@@ -19,3 +21,6 @@ export function supportRoutes(ctx: PlatformContext): Router {
   }));
   return router;
 }
+
+/** Docs of `supportRoutes`. */
+export const supportRouteDocs: RouteDoc[] = [supportRouteDoc('/api/v1/support', 'apiKey', API_EXAMPLES.support)];

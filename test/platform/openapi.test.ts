@@ -2,8 +2,10 @@
  * OpenAPI documents (issue 16; api/http/openapi.ts): each service serves at `GET /openapi.json`,
  * without a credential, a valid OpenAPI 3.1 document naming exactly the routes it mounts; `ldp
  * openapi` prints the same document without a running instance; and real exchanges — search,
- * flat search, relevance, discover, match score, items, bulk uploads, template, health — conform
- * to it (request and response bodies validated by Ajv, draft 2020-12).
+ * flat search, relevance, discover, match score, items, bulk uploads, template, health; the auth
+ * group, signup, guardian signup, actions, support, registration links, public registration and
+ * its form page, saved mappings, dry runs, dashboard and voice jobs — conform to it (request and
+ * response bodies validated by Ajv, draft 2020-12).
  */
 import { randomUUID } from 'node:crypto';
 import { Validator } from '@seriousme/openapi-schema-validator';
@@ -12,10 +14,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_EXAMPLES, openApiPath } from '../../api/http/openapi.ts';
 import type { ServiceName } from '../../api/http/service-app.ts';
 import { csv, startUpload, waitForJob, createUpload } from '../helpers/bulk-upload.ts';
+import { signBody } from '../../lib/aggregator/voice/signature.ts';
+import { voiceProviderSecret } from '../../lib/aggregator/voice/provider.ts';
+import { itemPerson } from '../../lib/clients/signals-client.ts';
 import { runLdp } from '../helpers/cli.ts';
+import { codeOf, readOutbox, waitForMessage } from '../helpers/messages.ts';
 import { discoverItems, storeItems, waitForIndex, type DiscoverItems } from '../helpers/discover-items.ts';
 import { recordExchanges, type Exchange } from '../helpers/exchange-recorder.ts';
-import { OpenApiChecker } from '../helpers/openapi-check.ts';
+import { findOperation, OpenApiChecker } from '../helpers/openapi-check.ts';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.ts';
 import { appOf, mountedRoutes, type MountedRoute } from '../helpers/routes.ts';
 
@@ -25,57 +31,9 @@ import { appOf, mountedRoutes, type MountedRoute } from '../helpers/routes.ts';
  * document a route, add a RouteDoc beside its router (README, "How to document a route").
  */
 const NOT_YET_DOCUMENTED: Record<ServiceName, string[]> = {
-  signals: [
-    'GET /api/v1/auth/config',
-    'GET /api/v1/auth/session/login',
-    'GET /api/v1/auth/session/callback',
-    'GET /api/v1/auth/session',
-    'POST /api/v1/auth/session/logout',
-    'GET /api/v1/auth/me',
-    'POST /api/v1/auth/signup',
-    'POST /api/v1/consent/u18/signup/guardian',
-    'POST /api/v1/auth/u18-precheck',
-    'POST /api/v1/action/perform',
-    'POST /api/v1/action/:id/status',
-    'GET /api/v1/action/:id',
-    'POST /api/v1/support',
-  ],
+  signals: [],
   search: [],
-  aggregator: [
-    'GET /public/v1/aggregators/:orgSlug/registrations/:slug',
-    'POST /public/v1/aggregators/:orgSlug/registrations/:slug',
-    'GET /r/:orgSlug/:slug',
-    'GET /r/:orgSlug/:slug/qr.svg',
-    'POST /r/:orgSlug/:slug',
-    'GET /review/:token',
-    'POST /review/:token',
-    'POST /review/:token/renew',
-    'POST /v1/orgs/create',
-    'POST /v1/aggregator-registrations/create',
-    'POST /v1/aggregator-registrations/token',
-    'POST /v1/campaign/voice/callbacks',
-    'POST /v1/bulk-uploads/mappings',
-    'GET /v1/bulk-uploads/mappings',
-    'GET /v1/bulk-uploads/mappings/:id',
-    'PUT /v1/bulk-uploads/mappings/:id',
-    'DELETE /v1/bulk-uploads/mappings/:id',
-    'POST /v1/bulk-uploads/:id/match',
-    'POST /v1/bulk-uploads/:id/preview',
-    'GET /v1/bulk-uploads/:id/previews/:previewId',
-    'POST /v1/links/create',
-    'GET /v1/links',
-    'GET /v1/links/:id',
-    'PATCH /v1/links/:id',
-    'POST /v1/links/:id/activate',
-    'POST /v1/links/:id/retire',
-    'POST /v1/support',
-    'GET /v1/dashboard',
-    'POST /v1/dashboard/export/profiles',
-    'POST /v1/campaign/voice',
-    'GET /v1/campaign/voice',
-    'GET /v1/campaign/voice/:job_id',
-    'GET /v1/campaign/exports/:job_id',
-  ],
+  aggregator: [],
 };
 
 const SERVICES: ServiceName[] = ['signals', 'search', 'aggregator'];
@@ -271,6 +229,184 @@ describe('the documents say what the services answer', () => {
       'aggregator GET /v1/bulk-uploads/{id}/errors 200', 'aggregator GET /.well-known/jwks.json 200',
     ]) expect(seen, expected).toContain(expected);
   }, 120_000);
+
+  it('validates real exchanges of people, auth, actions, support, links, public registration, mappings, previews, dashboard and voice', async () => {
+    const first = exchanges.length;
+    const signals = request(platform.url('signals'));
+    const aggregator = request(platform.url('aggregator'));
+    const signalsKey = await platform.apiKey('signals');
+    const agg = await platform.aggregator();
+    const bearer = `Bearer ${agg.token}`;
+    const statuses: number[] = [];
+    const send = async (res: request.Response | Promise<request.Response>) => {
+      const answered = await res;
+      statuses.push(answered.status);
+      expect(answered.status, answered.text?.slice(0, 300)).toBeLessThan(500);
+      return answered;
+    };
+
+    // Signals: the auth group (no key), signup (errors in shape B), guardian signup, precheck, a code login.
+    await send(signals.get('/api/v1/auth/config'));
+    await send(signals.get('/api/v1/auth/session/login'));
+    expect((await send(signals.post('/api/v1/auth/signup').set('x-api-key', signalsKey).send(API_EXAMPLES.signup as object))).status).toBe(201);
+    expect((await send(signals.post('/api/v1/auth/signup').set('x-api-key', signalsKey).send(API_EXAMPLES.signup as object))).status).toBe(200);
+    expect((await send(signals.post('/api/v1/auth/signup').set('x-api-key', signalsKey).send({ name: 'Kid', email: 'kid@example.in', age: 12 }))).status).toBe(409);
+    expect((await send(signals.post('/api/v1/auth/signup').set('x-api-key', signalsKey).send({ name: '' }))).body).toMatchObject({ code: expect.any(String), error: 'Bad Request' });
+    expect((await send(signals.post('/api/v1/consent/u18/signup/guardian').set('x-api-key', signalsKey).send(API_EXAMPLES.guardian_signup as object))).status).toBe(201);
+    expect((await send(signals.post('/api/v1/auth/u18-precheck').set('x-api-key', signalsKey).send(API_EXAMPLES.u18_precheck as object))).status).toBe(200);
+    const email = (API_EXAMPLES.signup as { email: string }).email;
+    const start = await send(signals.get('/api/v1/auth/session/login').query({ email }).set('accept', 'application/json'));
+    expect(start.status).toBe(202);
+    const code = codeOf(await waitForMessage(() => readOutbox(platform.dataDir), email, 1)); // the first message is the welcome e-mail
+    const login = await send(signals.get('/api/v1/auth/session/callback').query({ state: start.body.state, code }).set('accept', 'application/json'));
+    expect(login.status).toBe(200);
+    const cookie = String(login.headers['set-cookie'][0]).split(';')[0];
+    expect((await send(signals.get('/api/v1/auth/session').set('cookie', cookie))).status).toBe(200);
+    expect((await send(signals.get('/api/v1/auth/me').set('authorization', `Bearer ${login.body.access_token}`))).status).toBe(200);
+    expect((await send(signals.get('/api/v1/auth/me').set('authorization', bearer))).body.kind).toBe('aggregator');
+    expect((await send(signals.post('/api/v1/auth/session/logout').set('cookie', cookie))).status).toBe(200);
+    expect((await send(signals.get('/api/v1/auth/session'))).status).toBe(401);
+    expect((await send(signals.get('/api/v1/auth/session/callback').query({ state: 'gone', code: '123456' }))).status).toBe(400);
+
+    // Actions: a seeker applies to an onboarded provider, the provider accepts; refusals carry the results envelope.
+    const seeker = { item_network: 'local-discovery', item_domain: 'seeker', item_type: 'seeker_profile', item_id: randomUUID(), item_state: { skills: ['electrician'], district: 'Kaithal', state: 'Haryana' } };
+    const provider = { item_network: 'local-discovery', item_domain: 'provider', item_type: 'facility', item_id: randomUUID(), item_state: { name: 'ITI Kaithal', category: 'Education', district: 'Kaithal', state: 'Haryana', latitude: 29.8, longitude: 76.4 } };
+    for (const [item, person] of [[seeker, { name: 'Asha Rani', phone: '+919812345678' }], [provider, { name: 'ITI desk', email: 'desk@iti-kaithal.example' }]] as const) {
+      expect((await send(signals.put(`/api/v1/items/${item.item_id}`).set('x-api-key', signalsKey)
+        .send({ ...item, created_by: `aggregator:${agg.aggregatorId}`, person: itemPerson(platform.ctx.pii, person) }))).status).toBe(201);
+    }
+    const ref = (i: { item_network: string; item_domain: string; item_type: string; item_id: string }) => ({ item_network: i.item_network, item_domain: i.item_domain, item_type: i.item_type, item_id: i.item_id });
+    const apply = { action_type: 'apply', source_item: ref(seeker), target_item: { ...ref(provider), item_instance_url: 'http://aggregator.example/participants' }, consent: { acknowledged: true, version: 1 } };
+    const performed = await send(signals.post('/api/v1/action/perform').set('x-api-key', signalsKey).send(apply));
+    expect(performed.status).toBe(201);
+    const actionId = performed.body.results[0].action_id;
+    expect((await send(signals.post('/api/v1/action/perform').set('x-api-key', signalsKey).send(apply))).status).toBe(409);
+    expect((await send(signals.post('/api/v1/action/perform').set('x-api-key', signalsKey).send({ ...apply, source_item: { ...ref(seeker), item_id: randomUUID() } }))).status).toBe(404);
+    expect((await send(signals.post(`/api/v1/action/${actionId}/status`).set('x-api-key', signalsKey).send({ action_status: 'accepted', update_count: 0 }))).status).toBe(200);
+    expect((await send(signals.get(`/api/v1/action/${actionId}`).set('x-api-key', signalsKey))).status).toBe(200);
+    expect((await send(signals.get(`/api/v1/action/${randomUUID()}`).set('x-api-key', signalsKey))).status).toBe(404);
+
+    // Support on both services.
+    expect((await send(signals.post('/api/v1/support').set('x-api-key', signalsKey).send(API_EXAMPLES.support as object))).status).toBe(200);
+    expect((await send(aggregator.post('/v1/support').set('authorization', bearer).send({ ...(API_EXAMPLES.support as object), email: 'ops@example.in' }))).status).toBe(200);
+
+    // Registration links and the public registration through one (201, 409, 400), its form page and QR code.
+    const link = await send(aggregator.post('/v1/links/create').set('authorization', bearer).send(API_EXAMPLES.link as object));
+    expect(link.status).toBe(201);
+    const draft = await send(aggregator.post('/v1/links/create').set('authorization', bearer).send({ domain: 'seeker' }));
+    expect((await send(aggregator.patch(`/v1/links/${draft.body.link_id}`).set('authorization', bearer).send({ context: { batch: 2 } }))).status).toBe(200);
+    expect((await send(aggregator.post(`/v1/links/${draft.body.link_id}/activate`).set('authorization', bearer))).status).toBe(200);
+    expect((await send(aggregator.post(`/v1/links/${draft.body.link_id}/retire`).set('authorization', bearer))).status).toBe(200);
+    expect((await send(aggregator.post(`/v1/links/${draft.body.link_id}/activate`).set('authorization', bearer))).status).toBe(409);
+    expect((await send(aggregator.get(`/v1/links/${link.body.link_id}`).set('authorization', bearer))).status).toBe(200);
+    expect((await send(aggregator.get('/v1/links').query({ limit: '5' }).set('authorization', bearer))).status).toBe(200);
+    const publicPath = `/public/v1/aggregators/${agg.orgSlug}/registrations/${link.body.slug}`;
+    expect((await send(aggregator.get(publicPath))).status).toBe(200);
+    expect((await send(aggregator.post(publicPath).send(API_EXAMPLES.public_registration as object))).status).toBe(201);
+    expect((await send(aggregator.post(publicPath).send(API_EXAMPLES.public_registration as object))).status).toBe(409);
+    expect((await send(aggregator.post(publicPath).send({ name: 'No phone' }))).status).toBe(400);
+    expect((await send(aggregator.get(`/public/v1/aggregators/${agg.orgSlug}/registrations/no-such-link`))).status).toBe(404);
+    const formPath = new URL(link.body.public_url).pathname;
+    expect((await send(aggregator.get(formPath))).status).toBe(200);
+    expect((await send(aggregator.get(`${formPath}/qr.svg`))).headers['content-type']).toMatch(/^image\/svg\+xml/);
+    expect((await send(aggregator.post(formPath).type('form').send({ name: 'Form Only' }))).status).toBe(400);
+    expect((await send(aggregator.post(formPath).type('form').send({ name: 'Ravi Form', phone: '98765 43299', state: 'Haryana', consent_terms: 'true', consent_privacy: 'true' }))).status).toBe(201);
+    expect((await send(aggregator.get('/review/not-a-token'))).status).toBe(400);
+
+    // Registration: organisations are off by default (404); an aggregator's token registers nothing.
+    expect((await send(aggregator.post('/v1/orgs/create').send({}))).status).toBe(404);
+    expect((await send(aggregator.post('/v1/aggregator-registrations/create').set('authorization', bearer).send({}))).status).toBe(409);
+    expect((await send(aggregator.post('/v1/aggregator-registrations/token').set('authorization', bearer))).status).toBe(404);
+
+    // Saved mappings, and match and dry run of a pending upload.
+    const mapping = await send(aggregator.post('/v1/bulk-uploads/mappings').set('authorization', bearer).send(API_EXAMPLES.saved_mapping as object));
+    expect(mapping.status).toBe(201);
+    const mappingPath = `/v1/bulk-uploads/mappings/${mapping.body.id}`;
+    expect((await send(aggregator.get(mappingPath).set('authorization', bearer))).status).toBe(200);
+    expect((await send(aggregator.get('/v1/bulk-uploads/mappings').query({ participant_type: 'provider' }).set('authorization', bearer))).status).toBe(200);
+    expect((await send(aggregator.put(mappingPath).set('authorization', bearer).send({ name: 'Kerala schools v2', mapping: { INSTNM: 'name' } }))).status).toBe(200);
+    expect((await send(aggregator.delete(mappingPath).set('authorization', bearer))).status).toBe(204);
+    expect((await send(aggregator.put(mappingPath).set('authorization', bearer).send({ mapping: { INSTNM: 'name' } }))).status).toBe(409);
+    const upload = await createUpload(platform, agg.token, {
+      participantType: 'seeker', file: csv(['Full name', 'Mobile', 'skills', 'district', 'state'], [['Asha Rani', '+919812345670', 'tailoring', 'Kaithal', 'Haryana']]),
+    });
+    expect(upload.status).toBe(201);
+    const uploadPath = `/v1/bulk-uploads/${upload.body.upload_id}`;
+    expect((await send(aggregator.post(`${uploadPath}/match`).set('authorization', bearer))).status).toBe(200);
+    const preview = await send(aggregator.post(`${uploadPath}/preview`).set('authorization', bearer).send({ rows: 10 }));
+    expect([200, 202]).toContain(preview.status);
+    expect((await send(aggregator.get(`${uploadPath}/previews/${preview.body.preview_id}`).set('authorization', bearer))).status).toBe(200);
+
+    // Dashboard: the rollup computed by the worker (or the documented 503 while it is), and an export.
+    let dashboard = await send(aggregator.get('/v1/dashboard').query({ limit: '5' }).set('authorization', bearer));
+    for (let i = 0; i < 60 && dashboard.status === 503; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      dashboard = await send(aggregator.get('/v1/dashboard').query({ limit: '5' }).set('authorization', bearer));
+    }
+    expect(dashboard.status).toBe(200);
+    const exported = await send(aggregator.post('/v1/dashboard/export/profiles').set('authorization', bearer).send({ item_ids: [randomUUID()] }));
+    expect(exported.headers['content-type']).toMatch(/^text\/csv/);
+
+    // Voice: a job, its page and 304, the list, a signed and an unsigned callback, an export not ready.
+    const job = await send(aggregator.post('/v1/campaign/voice').set('authorization', bearer).set('idempotency-key', randomUUID()).send(API_EXAMPLES.voice_job as object));
+    expect(job.status).toBe(202);
+    // The worker dispatches the job meanwhile (its version moves): ask again until the job settles and answers 304.
+    let unchanged = 0;
+    for (let i = 0; i < 100 && unchanged !== 304; i++) {
+      const jobPage = await send(aggregator.get(`/v1/campaign/voice/${job.body.job_id}`).set('authorization', bearer));
+      expect(jobPage.status).toBe(200);
+      unchanged = (await send(aggregator.get(`/v1/campaign/voice/${job.body.job_id}`).set('authorization', bearer).set('if-none-match', jobPage.headers.etag))).status;
+      if (unchanged !== 304) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(unchanged).toBe(304);
+    expect((await send(aggregator.get('/v1/campaign/voice').set('authorization', bearer))).status).toBe(200);
+    const callback = JSON.stringify({ updates: [{ idempotency_key: `${job.body.job_id}:${randomUUID()}`, provider_ref: 'call-1', status: 'sent' }] });
+    const signature = signBody(await voiceProviderSecret(platform.ctx.config), callback);
+    expect((await send(aggregator.post('/v1/campaign/voice/callbacks').set('content-type', 'application/json').set('x-voice-signature', signature).send(callback))).status).toBe(200);
+    expect((await send(aggregator.post('/v1/campaign/voice/callbacks').send({ updates: [] }))).status).toBe(401);
+    expect((await send(aggregator.get(`/v1/campaign/exports/${job.body.job_id}`).set('authorization', bearer))).status).toBe(403);
+
+    const mine = exchanges.slice(first);
+    expect(mine.length).toBeGreaterThan(statuses.length); // and the multipart upload, and what the worker sends to signals
+    const problems = mine.flatMap((e) => {
+      const checker = checkers.get(e.service) ?? checkers.set(e.service, new OpenApiChecker(documents.get(e.service)!)).get(e.service)!;
+      return checker.check(e).map((p) => `${e.service} ${e.method} ${e.path} → ${e.status}: ${p}`);
+    });
+    expect(problems).toEqual([]);
+
+    // Each route was reached with the statuses meant, and the checker does see a departure in these bodies.
+    const seen = new Set(mine.map((e) => `${e.service} ${e.method} ${findOperation(documents.get(e.service)!, e.method, e.path)?.template} ${e.status}`));
+    for (const expected of [
+      'signals GET /api/v1/auth/config 200', 'signals GET /api/v1/auth/session/login 200', 'signals GET /api/v1/auth/session/login 202',
+      'signals GET /api/v1/auth/session/callback 200', 'signals GET /api/v1/auth/session/callback 400', 'signals GET /api/v1/auth/session 200',
+      'signals GET /api/v1/auth/session 401', 'signals GET /api/v1/auth/me 200', 'signals POST /api/v1/auth/session/logout 200',
+      'signals POST /api/v1/auth/signup 201', 'signals POST /api/v1/auth/signup 200', 'signals POST /api/v1/auth/signup 409', 'signals POST /api/v1/auth/signup 400',
+      'signals POST /api/v1/consent/u18/signup/guardian 201', 'signals POST /api/v1/auth/u18-precheck 200',
+      'signals POST /api/v1/action/perform 201', 'signals POST /api/v1/action/perform 409', 'signals POST /api/v1/action/perform 404',
+      'signals POST /api/v1/action/{id}/status 200', 'signals GET /api/v1/action/{id} 200', 'signals GET /api/v1/action/{id} 404', 'signals POST /api/v1/support 200',
+      'aggregator POST /v1/support 200', 'aggregator POST /v1/links/create 201', 'aggregator PATCH /v1/links/{id} 200', 'aggregator POST /v1/links/{id}/activate 200',
+      'aggregator POST /v1/links/{id}/activate 409', 'aggregator POST /v1/links/{id}/retire 200', 'aggregator GET /v1/links/{id} 200', 'aggregator GET /v1/links 200',
+      'aggregator GET /public/v1/aggregators/{orgSlug}/registrations/{slug} 200', 'aggregator GET /public/v1/aggregators/{orgSlug}/registrations/{slug} 404',
+      'aggregator POST /public/v1/aggregators/{orgSlug}/registrations/{slug} 201', 'aggregator POST /public/v1/aggregators/{orgSlug}/registrations/{slug} 409',
+      'aggregator POST /public/v1/aggregators/{orgSlug}/registrations/{slug} 400', 'aggregator GET /r/{orgSlug}/{slug} 200', 'aggregator GET /r/{orgSlug}/{slug}/qr.svg 200',
+      'aggregator POST /r/{orgSlug}/{slug} 400', 'aggregator POST /r/{orgSlug}/{slug} 201', 'aggregator GET /review/{token} 400', 'aggregator POST /v1/orgs/create 404',
+      'aggregator POST /v1/aggregator-registrations/create 409', 'aggregator POST /v1/aggregator-registrations/token 404',
+      'aggregator POST /v1/bulk-uploads/mappings 201', 'aggregator GET /v1/bulk-uploads/mappings/{id} 200', 'aggregator GET /v1/bulk-uploads/mappings 200',
+      'aggregator PUT /v1/bulk-uploads/mappings/{id} 200', 'aggregator DELETE /v1/bulk-uploads/mappings/{id} 204', 'aggregator PUT /v1/bulk-uploads/mappings/{id} 409',
+      'aggregator POST /v1/bulk-uploads/{id}/match 200', 'aggregator GET /v1/bulk-uploads/{id}/previews/{previewId} 200', 'aggregator GET /v1/dashboard 200', 'aggregator POST /v1/dashboard/export/profiles 200',
+      'aggregator POST /v1/campaign/voice 202', 'aggregator GET /v1/campaign/voice/{job_id} 200', 'aggregator GET /v1/campaign/voice/{job_id} 304',
+      'aggregator GET /v1/campaign/voice 200', 'aggregator POST /v1/campaign/voice/callbacks 200', 'aggregator POST /v1/campaign/voice/callbacks 401',
+      'aggregator GET /v1/campaign/exports/{job_id} 403',
+    ]) expect(seen, expected).toContain(expected);
+    const linkCreated = mine.find((e) => e.path === '/v1/links/create' && e.status === 201)!;
+    const json = (v: unknown) => Buffer.from(JSON.stringify(v));
+    const checker = checkers.get('aggregator')!;
+    expect(checker.check({ ...linkCreated, responseBody: json({ ...JSON.parse(linkCreated.responseBody.toString()), status: 'open' }) }).join()).toMatch(/response body/);
+    const registered = mine.find((e) => e.path.startsWith('/public/') && e.status === 201)!;
+    expect(checker.check({ ...registered, responseBody: json({ ...JSON.parse(registered.responseBody.toString()), outcome: 'skipped' }) }).join()).toMatch(/response body/);
+    const signup = mine.find((e) => e.path === '/api/v1/auth/signup' && e.status === 400)!;
+    expect(checkers.get('signals')!.check({ ...signup, responseBody: json({ error: 'invalid_request', message: 'shape A' }) }).join()).toMatch(/response body/);
+  }, 180_000);
 
   it('flags an exchange that departs from the document', () => {
     const checker = new OpenApiChecker(documents.get('search')!);
