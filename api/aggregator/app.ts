@@ -19,6 +19,8 @@ import { supportRoutes } from './support.ts';
 import { dashboardRoutes } from './dashboard.ts';
 import { supportJsonParser } from '../http/support-route.ts';
 import { voiceCallbackRoutes, voiceJsonParsers, voiceRoutes } from './voice.ts';
+import { bulkUploadEventRoutes } from './bulk-upload-events.ts';
+import { consoleRoutes } from '../console/routes.ts';
 
 export function createAggregatorApp(ctx: PlatformContext): Express {
   const app = createServiceApp(ctx, 'aggregator', { jsonParsers: { ...voiceJsonParsers(ctx), '/v1/support': supportJsonParser() } });
@@ -33,6 +35,8 @@ export function createAggregatorApp(ctx: PlatformContext): Express {
   app.use('/v1', orgRoutes(ctx), aggregatorRegistrationRoutes(ctx));
   // Signed by the voice provider, which has no bearer token.
   app.use(voiceCallbackRoutes(ctx));
+  // The operator console (issue 18) has its own cookie sessions: before bearerAuth.
+  app.use('/console', consoleRoutes(ctx));
   app.use('/v1', bearerAuth(ctx));
   // Before the bulk-upload routes, so that /v1/bulk-uploads/template is not taken for an upload id.
   app.use('/v1', templateRoutes(ctx));
@@ -46,7 +50,7 @@ export function createAggregatorApp(ctx: PlatformContext): Express {
   });
   // Saved mappings before the bulk-upload routes: /v1/bulk-uploads/mappings is no upload id.
   app.use('/v1', bulkMappingRoutes(ctx));
-  app.use('/v1', bulkUploadRoutes(ctx));
+  app.use('/v1', bulkUploadEventRoutes(ctx), bulkUploadRoutes(ctx));
   app.use('/v1', linkRoutes(ctx));
   app.use('/v1', supportRoutes(ctx));
   app.use('/v1', dashboardRoutes(ctx));

@@ -30,7 +30,7 @@ import { suggestMapping } from '../../lib/aggregator/bulk/suggest.ts';
 import { TableFormatError } from '../../lib/aggregator/bulk/table.ts';
 import type { Domain } from '../../lib/network/config.ts';
 import {
-  createBulkUpload, getBulkUpload, listBulkUploads, loadBulkUpload, sourceObjectKey, startBulkUpload,
+  createBulkUpload, getBulkUpload, type BulkUploadJson, listBulkUploads, loadBulkUpload, sourceObjectKey, startBulkUpload,
 } from '../../lib/aggregator/bulk/upload-jobs.ts';
 import type { PlatformContext } from '../../lib/context.ts';
 import { ObjectNotFoundError, type ObjectStorage } from '../../lib/platform/storage.ts';
@@ -201,12 +201,15 @@ function uuidParam(req: Request, next: NextFunction): string | undefined {
   return id.toLowerCase();
 }
 
-/** The bulk-upload routes (see the module comment), mounted under `/v1` after `bearerAuth`. */
-export function bulkUploadRoutes(ctx: PlatformContext): Router {
-  const router = Router();
+/**
+ * Receives a multipart upload (participant_type, file, column_map? | mapping_id + mapping_version?)
+ * for the caller in `res.locals.caller`, stores the file and records the pending job; the API's
+ * `POST /v1/bulk-uploads` and the operator console's upload form both use it.
+ * @throws HttpError 400/403/413/415 naming the field (nothing is left behind)
+ */
+export function receiveBulkUpload(ctx: PlatformContext): (req: Request, res: Response) => Promise<BulkUploadJson> {
   const maxBytes = ctx.config.BULK_UPLOAD_MAX_BYTES;
-
-  router.post('/bulk-uploads', requireRole('admin', 'operator'), async (req: Request, res: Response) => {
+  return async (req, res) => {
     if (!req.is('multipart/form-data')) {
       throw new HttpError(415, 'Content-Type must be multipart/form-data with the fields participant_type, file and optionally column_map or mapping_id');
     }
@@ -260,11 +263,22 @@ export function bulkUploadRoutes(ctx: PlatformContext): Router {
         uploadId, aggregatorId: caller.aggregatorId, orgId: caller.orgId, domain, createdBy: caller.subject,
         fileName: file.name, format, sizeBytes: file.size, fileObjectKey: key, columnMap, mapping: saved,
       });
-      res.status(201).location(`/v1/bulk-uploads/${uploadId}`).json(job);
+      return job;
     } catch (err) {
       await cleanup();
       throw err;
     }
+  };
+}
+
+/** The bulk-upload routes (see the module comment), mounted under `/v1` after `bearerAuth`. */
+export function bulkUploadRoutes(ctx: PlatformContext): Router {
+  const router = Router();
+
+  const receive = receiveBulkUpload(ctx);
+  router.post('/bulk-uploads', requireRole('admin', 'operator'), async (req: Request, res: Response) => {
+    const job = await receive(req, res);
+    res.status(201).location(`/v1/bulk-uploads/${job.upload_id}`).json(job);
   });
 
   router.get('/bulk-uploads', async (req, res) => {
