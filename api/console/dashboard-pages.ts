@@ -13,7 +13,7 @@ import type { PlatformContext } from '../../lib/context.ts';
 import type { Caller } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
 import { parse } from '../http/validation.ts';
-import { barChart } from './charts.ts';
+import { barChart, type Bar } from './charts.ts';
 import { consoleRole, languageOf, renderPage, translator } from './render.ts';
 
 const PER_PAGE = 25;
@@ -39,13 +39,14 @@ export function dashboardPages(ctx: PlatformContext): Router {
     const page = current ? await participantPage(ctx.pool, ctx.pii, {
       aggregatorId: caller.aggregatorId, domain: current.domain, offset: (q.page - 1) * PER_PAGE, limit: PER_PAGE,
     }) : { participants: [], nextCursor: null };
+    const chart = (title: string, bars: Bar[]) => ({ title, svg: barChart(title, bars) });
     const charts = current ? [
-      barChart(t('dashboard.chart.lifecycle'), Object.entries(current.participants.by_lifecycle_status).map(([k, v]) => ({ label: t(`status.${k}`), value: v }))),
-      barChart(t('dashboard.chart.source'), [
+      chart(t('dashboard.chart.lifecycle'), Object.entries(current.participants.by_lifecycle_status).map(([k, v]) => ({ label: t(`status.${k}`), value: v }))),
+      chart(t('dashboard.chart.source'), [
         { label: t('source.bulk_upload'), value: current.participants.by_source.bulk_upload },
         { label: t('source.registration_link'), value: current.participants.by_source.registration_link },
       ]),
-      barChart(t('dashboard.chart.rows'), [
+      chart(t('dashboard.chart.rows'), [
         { label: t('outcome.passed'), value: current.uploads.rows.passed },
         { label: t('outcome.failed'), value: current.uploads.rows.failed },
         { label: t('outcome.skipped'), value: current.uploads.rows.skipped },
