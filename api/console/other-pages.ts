@@ -1,17 +1,18 @@
 /**
  * Console pages for voice jobs (`/console/voice`, `/console/voice/{id}`: per-status counts) and
- * saved mappings (`/console/mappings`, `/console/mappings/{id}`: list and view), read-only here;
- * they are changed through the API and `ldp mapping`.
+ * saved mappings (`/console/mappings`, `/console/mappings/{id}`: list, view, edit as a new
+ * version, retire — checked and stored as `PUT`/`DELETE /v1/bulk-uploads/mappings/{id}` do).
  */
 import { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
-import { getSavedMapping, listSavedMappings } from '../../lib/aggregator/bulk/saved-mappings.ts';
+import { getSavedMapping, listSavedMappings, retireSavedMapping, updateSavedMapping } from '../../lib/aggregator/bulk/saved-mappings.ts';
 import { COUNT_NAMES, listVoiceJobs, loadVoiceJob, toJobJson } from '../../lib/aggregator/voice/jobs.ts';
 import type { PlatformContext } from '../../lib/context.ts';
-import type { Caller } from '../http/auth.ts';
+import { mappingOrBadRequest } from '../aggregator/bulk-uploads.ts';
+import { assertDomainAllowed, type Caller } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
 import { parse } from '../http/validation.ts';
-import { languageOf, renderPage, translator } from './render.ts';
+import { consoleRole, languageOf, renderPage, translator } from './render.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const pageQuery = z.object({ page: z.coerce.number().int().min(1).max(100_000).default(1) });
@@ -44,6 +45,28 @@ export function otherPages(ctx: PlatformContext): Router {
     const mapping = UUID.test(id) ? await getSavedMapping(ctx.pool, callerOf(res).aggregatorId, id.toLowerCase()) : null;
     if (!mapping) throw notFound(req, 'mappings.notfound');
     renderPage(req, res, 'mapping', { mapping, json: JSON.stringify(mapping.mapping, null, 2) });
+  });
+
+  router.post('/mappings/:id', consoleRole('admin', 'operator'), async (req, res) => {
+    const t = translator(languageOf(req));
+    const id = String(req.params.id);
+    const caller = callerOf(res);
+    const current = UUID.test(id) ? await getSavedMapping(ctx.pool, caller.aggregatorId, id.toLowerCase()) : null;
+    if (!current) throw notFound(req, 'mappings.notfound');
+    assertDomainAllowed(res, current.participant_type);
+    const body = req.body as Record<string, string>;
+    const mapping = mappingOrBadRequest(ctx, ctx.network.domains.get(current.participant_type)!, String(body.mapping ?? ''), 'mapping');
+    const name = String(body.name ?? '').trim().slice(0, 200) || current.name;
+    const updated = await updateSavedMapping(ctx.pool, caller.aggregatorId, current.id, { name, mapping, createdBy: caller.subject });
+    if (updated.outcome === 'not_found') throw notFound(req, 'mappings.notfound');
+    if (updated.outcome === 'retired') throw new HttpError(409, t('mappings.retired'));
+    res.redirect(303, `/console/mappings/${current.id}`);
+  });
+
+  router.post('/mappings/:id/retire', consoleRole('admin', 'operator'), async (req, res) => {
+    const id = String(req.params.id);
+    if (!UUID.test(id) || !await retireSavedMapping(ctx.pool, callerOf(res).aggregatorId, id.toLowerCase())) throw notFound(req, 'mappings.notfound');
+    res.redirect(303, `/console/mappings/${id.toLowerCase()}`);
   });
 
   return router;

@@ -9,6 +9,7 @@ import { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
 import { getBulkUpload, listBulkUploads, startBulkUpload, type BulkUploadJson } from '../../lib/aggregator/bulk/upload-jobs.ts';
 import { listSavedMappings } from '../../lib/aggregator/bulk/saved-mappings.ts';
+import { createPreview, getPreview, type PreviewJson } from '../../lib/aggregator/bulk/preview.ts';
 import type { PlatformContext } from '../../lib/context.ts';
 import { ObjectNotFoundError } from '../../lib/platform/storage.ts';
 import { receiveBulkUpload } from '../aggregator/bulk-uploads.ts';
@@ -22,6 +23,10 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Failed and skipped rows per page of a job's table. */
 export const ROWS_PER_PAGE = 25;
 const pageQuery = z.object({ page: z.coerce.number().int().min(1).max(100_000).default(1) });
+const jobQuery = pageQuery.extend({ preview: z.uuid().optional() });
+/** Rows a console dry run reads (the API allows up to 1000; a page shows these). */
+export const DRY_RUN_ROWS = 50;
+const PREVIEW_POLL_MS = 50;
 
 const callerOf = (res: Response) => res.locals.caller as Caller;
 
@@ -58,7 +63,8 @@ export function uploadPages(ctx: PlatformContext): Router {
 
   router.get('/uploads/:id', async (req, res) => {
     const job = await jobOf(req, res);
-    const { page } = parse(pageQuery, req.query, 'query');
+    const { page, preview: previewId } = parse(jobQuery, req.query, 'query');
+    const preview = previewId ? await getPreview(ctx.pool, job.upload_id, previewId) : null;
     const { rows } = await ctx.pool.query<{ row_number: number; outcome: string; errors: { field: string | null; message: string }[] }>(
       `SELECT row_number, outcome, errors FROM aggregator.bulk_upload_rows WHERE upload_id = $1
         ORDER BY row_number LIMIT $2 OFFSET $3`, [job.upload_id, ROWS_PER_PAGE + 1, (page - 1) * ROWS_PER_PAGE]);
@@ -67,7 +73,7 @@ export function uploadPages(ctx: PlatformContext): Router {
       ...r, errors: r.errors.map((e) => ({ ...e, label: e.field ? fields.get(e.field) ?? e.field : null })),
     }));
     const view = req.header('hx-request') === 'true' && (req.header('hx-target') ?? '').includes('problem-rows') ? 'upload-rows' : 'upload';
-    renderPage(req, res, view, { job, rows: problemRows, page, hasMore: rows.length > ROWS_PER_PAGE, perPage: ROWS_PER_PAGE });
+    renderPage(req, res, view, { job, rows: problemRows, page, hasMore: rows.length > ROWS_PER_PAGE, perPage: ROWS_PER_PAGE, preview, fieldLabel: (name: string | null) => (name ? fields.get(name) ?? name : null) });
   });
 
   router.post('/uploads/:id/start', consoleRole('admin', 'operator'), async (req, res) => {
@@ -80,6 +86,19 @@ export function uploadPages(ctx: PlatformContext): Router {
     const started = await startBulkUpload(ctx.pool, caller.aggregatorId, job.upload_id, caller.subject);
     if (started.outcome === 'failed') throw new HttpError(409, t('uploads.failed', { reason: started.job.status_reason ?? '' }));
     res.redirect(303, `/console/uploads/${job.upload_id}`);
+  });
+
+  // A dry run of a pending job by the worker (as POST /v1/bulk-uploads/{id}/preview), shown on the job page.
+  router.post('/uploads/:id/preview', consoleRole('admin', 'operator'), async (req, res) => {
+    const job = await jobOf(req, res);
+    if (job.status !== 'pending') throw new HttpError(409, translator(languageOf(req))('dryrun.notpending'));
+    let preview: PreviewJson = await createPreview(ctx.pool, job.upload_id, DRY_RUN_ROWS, callerOf(res).subject);
+    const deadline = Date.now() + ctx.config.BULK_PREVIEW_WAIT_MS;
+    while (preview.status === 'pending' && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, PREVIEW_POLL_MS));
+      preview = (await getPreview(ctx.pool, job.upload_id, preview.preview_id))!;
+    }
+    res.redirect(303, `/console/uploads/${job.upload_id}?preview=${preview.preview_id}#dry-run`);
   });
 
   router.get('/uploads/:id/events', async (req, res) => {

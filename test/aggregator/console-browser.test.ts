@@ -118,6 +118,13 @@ describe.skipIf(why !== '')(`operator console in headless Chromium${why ? ` (ski
     await page.getByRole('button', { name: 'Upload', exact: true }).click();
     await page.waitForURL(/\/console\/uploads\/[0-9a-f-]{36}$/);
     expect(await seriousViolations(page)).toEqual([]);
+    // A dry run of the first 50 rows first: rows 11, 21, 31, 41 and 51 would fail.
+    await page.getByRole('button', { name: 'Try the first 50 rows (nothing is saved)' }).click();
+    await page.locator('#dry-run-rows').waitFor();
+    await expect(page.locator('#dry-run [role="status"]').textContent())
+      .resolves.toBe('Of the first 50 rows, 45 would pass, 5 would fail and 0 would be skipped.');
+    expect(await seriousViolations(page)).toEqual([]);
+    await shot('upload-dry-run');
     await page.getByLabel('I attest that I have the authority to onboard these participants.').check();
     await page.getByRole('button', { name: 'Start the upload' }).click();
     // The page follows the job over SSE and reloads itself once, at the end.

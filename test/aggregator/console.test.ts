@@ -174,6 +174,32 @@ describe('operator console over HTTP', () => {
     expect(report.text.split('\n')[0]).toContain('row_number');
   });
 
+  it('edits a saved mapping as a new version, refuses a bad one naming the field, and retires it', async () => {
+    const saved = await request(base).post('/v1/bulk-uploads/mappings').set('authorization', `Bearer ${agg.token}`)
+      .send({ name: 'Camp sheet', participant_type: 'seeker', mapping: { 'Full name': 'name', Mobile: 'phone' } });
+    expect(saved.status).toBe(201);
+    const viewer = new ConsoleClient(base);
+    await viewer.signIn(await consoleLinkFor(platform, agg, 'viewer'));
+    const readOnly = await viewer.get(`/console/mappings/${saved.body.id}`);
+    expect(readOnly.text).not.toContain('<textarea');
+    expect((await viewer.post(`/console/mappings/${saved.body.id}`, { _csrf: await viewer.csrf(), mapping: '{}' })).status).toBe(403);
+
+    const client = new ConsoleClient(base);
+    await client.signIn(await consoleLinkFor(platform, agg, 'operator'));
+    const csrf = await client.csrf(`/console/mappings/${saved.body.id}`);
+    const bad = await client.post(`/console/mappings/${saved.body.id}`, { _csrf: csrf, mapping: JSON.stringify({ 'Full name': 'no_such_field' }) });
+    expect(bad.status).toBe(400);
+    expect(bad.text).toContain('mapping');
+    const good = await client.post(`/console/mappings/${saved.body.id}`, { _csrf: csrf, name: 'Camp sheet 2', mapping: JSON.stringify({ 'Full name': 'name', Phone: 'phone' }) });
+    expect(good.status).toBe(303);
+    const v2 = await request(base).get(`/v1/bulk-uploads/mappings/${saved.body.id}`).set('authorization', `Bearer ${agg.token}`);
+    expect(v2.body).toMatchObject({ version: 2, name: 'Camp sheet 2', mapping: { 'Full name': 'name', Phone: 'phone' } });
+    expect((await client.post(`/console/mappings/${saved.body.id}/retire`, { _csrf: csrf })).status).toBe(303);
+    const retired = await request(base).get(`/v1/bulk-uploads/mappings/${saved.body.id}`).set('authorization', `Bearer ${agg.token}`);
+    expect(retired.body.retired_at).not.toBeNull();
+    expect((await client.post(`/console/mappings/${saved.body.id}`, { _csrf: csrf, mapping: JSON.stringify({ 'Full name': 'name' }) })).status).toBe(409);
+  });
+
   it('serves the same progress stream on the API with a bearer token', async () => {
     const created = await createUpload(platform, agg.token, { participantType: 'seeker', file: csv(['name', 'phone', 'state', 'district'], [['Asha', '9812345670', 'Haryana', 'Kaithal']]) });
     await startUpload(platform, agg.token, created.body.upload_id);

@@ -1,6 +1,7 @@
 // Live parts of the operator console; every page works without this script.
 // 1. A job page follows its upload over Server-Sent Events (no polling loop here: the server pushes).
-// 2. Copy buttons copy a field's text to the clipboard.
+// 2. The upload form's file input also takes a dropped file.
+// 3. Copy buttons copy a field's text to the clipboard.
 document.addEventListener('DOMContentLoaded', () => {
   const progress = document.querySelector('[data-events]');
   if (progress && 'EventSource' in window) {
@@ -25,6 +26,21 @@ document.addEventListener('DOMContentLoaded', () => {
       progress.setAttribute('data-done', 'true');
       // The error rows and the report link are rendered by the server: load them once.
       window.location.reload();
+    });
+  }
+  // Drag-and-drop onto the upload form's drop zone fills its file input (the input alone works too).
+  for (const zone of document.querySelectorAll('[data-drop-for]')) {
+    const input = document.getElementById(zone.getAttribute('data-drop-for'));
+    const hint = document.createElement('span');
+    hint.className = 'drop-hint';
+    hint.textContent = zone.getAttribute('data-drop-label');
+    zone.appendChild(hint);
+    zone.addEventListener('dragover', (e) => { e.preventDefault(); zone.classList.add('over'); });
+    zone.addEventListener('dragleave', () => zone.classList.remove('over'));
+    zone.addEventListener('drop', (e) => {
+      e.preventDefault();
+      zone.classList.remove('over');
+      if (e.dataTransfer && e.dataTransfer.files.length > 0) input.files = e.dataTransfer.files;
     });
   }
   for (const button of document.querySelectorAll('button[data-copy]')) {
