@@ -1,5 +1,6 @@
 /**
- * Console pages for voice jobs (`/console/voice`, `/console/voice/{id}`: per-status counts) and
+ * Console pages for voice jobs (`/console/voice`, `/console/voice/{id}`: per-status counts, live
+ * over Server-Sent Events while the job runs) and
  * saved mappings (`/console/mappings`, `/console/mappings/{id}`: list, view, edit as a new
  * version, retire — checked and stored as `PUT`/`DELETE /v1/bulk-uploads/mappings/{id}` do).
  */
@@ -11,12 +12,16 @@ import type { PlatformContext } from '../../lib/context.ts';
 import { mappingOrBadRequest } from '../aggregator/bulk-uploads.ts';
 import { assertDomainAllowed, type Caller } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
+import { streamChanges } from '../http/event-stream.ts';
 import { parse } from '../http/validation.ts';
 import { consoleRole, languageOf, renderPage, translator } from './render.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const pageQuery = z.object({ page: z.coerce.number().int().min(1).max(100_000).default(1) });
 const callerOf = (res: Response) => res.locals.caller as Caller;
+const FINAL_VOICE_STATUSES = new Set(['completed', 'partial', 'failed']);
+/** How often an open voice-job stream reads the job (ms). */
+const VOICE_EVENTS_INTERVAL_MS = 500;
 
 export function otherPages(ctx: PlatformContext): Router {
   const router = Router();
@@ -33,6 +38,21 @@ export function otherPages(ctx: PlatformContext): Router {
     const record = UUID.test(id) ? await loadVoiceJob(ctx.pool, id.toLowerCase()) : null;
     if (!record || record.org_id !== callerOf(res).orgId) throw notFound(req, 'voice.notfound');
     renderPage(req, res, 'voice-job', { job: toJobJson(record), countNames: COUNT_NAMES });
+  });
+
+  // The job page's live counts (Server-Sent Events, as the upload page's progress).
+  router.get('/voice/:id/events', async (req, res) => {
+    const id = String(req.params.id);
+    const orgId = callerOf(res).orgId;
+    const read = async () => {
+      const record = await loadVoiceJob(ctx.pool, id.toLowerCase());
+      if (!record || record.org_id !== orgId) return null;
+      const job = toJobJson(record);
+      return { data: { job_id: job.job_id, status: job.status, ...job.counts }, final: FINAL_VOICE_STATUSES.has(job.status) };
+    };
+    const first = UUID.test(id) ? await read() : null;
+    if (!first) throw notFound(req, 'voice.notfound');
+    await streamChanges(req, res, first, read, VOICE_EVENTS_INTERVAL_MS);
   });
 
   router.get('/mappings', async (req, res) => {

@@ -10,6 +10,7 @@ import { catalogueKeys } from '../../api/console/render.ts';
 import { csv, createUpload, startUpload } from '../helpers/bulk-upload.ts';
 import { runLdp } from '../helpers/cli.ts';
 import { consoleLinkFor } from '../helpers/console.ts';
+import { createVoiceJob, phones, seedSeekers } from '../helpers/voice.ts';
 import { startTestPlatform, type TestAggregator, type TestPlatform } from '../helpers/platform.ts';
 
 /** A cookie jar for one browser-like client: sign-in through the link, then the page's CSRF token. */
@@ -214,6 +215,31 @@ describe('operator console over HTTP', () => {
     const missing = await request(base).get('/v1/bulk-uploads/00000000-0000-4000-8000-000000000000/events').set('authorization', `Bearer ${agg.token}`);
     expect(missing.status).toBe(404);
     expect(missing.body.error.code).toBeDefined();
+  });
+
+  it('shows a voice job with its counts per status, live over SSE until it is final', async () => {
+    const ids = await seedSeekers(platform, agg, phones(3));
+    const job = await createVoiceJob(platform, agg.token, { channel: 'export', item_ids: ids });
+    expect(job.status).toBe(202);
+    const client = new ConsoleClient(base);
+    await client.signIn(await consoleLinkFor(platform, agg, 'viewer'));
+    const list = await client.get('/console/voice');
+    expect(list.text).toContain(`/console/voice/${job.body.job_id}`);
+    const events = await request(base).get(`/console/voice/${job.body.job_id}/events`).set('cookie', client.cookieHeader()).buffer(true)
+      .parse((r, done) => {
+        let text = '';
+        r.on('data', (c: Buffer) => { text += c.toString(); });
+        r.on('end', () => done(null, text));
+      });
+    const done = (events.body as string).split('\n\n').find((e) => e.includes('event: done'))!;
+    expect(JSON.parse(done.split('\ndata: ')[1])).toMatchObject({ job_id: job.body.job_id, status: 'completed', total: 3 });
+    const page = await client.get(`/console/voice/${job.body.job_id}`);
+    expect(page.text).toMatch(/data-field="total">3</);
+    expect(page.text).not.toContain('data-events');
+    const other = await platform.aggregator();
+    const stranger = new ConsoleClient(base);
+    await stranger.signIn(await consoleLinkFor(platform, other));
+    expect((await stranger.get(`/console/voice/${job.body.job_id}`)).status).toBe(404);
   });
 
   it('answers in Hindi from Accept-Language or the switch', async () => {
