@@ -6,7 +6,7 @@
  * every PROGRESS_INTERVAL_MS and sends an event only when something changed).
  * The operator console's job page streams the same events (api/console).
  */
-import { Router, type Request, type Response } from 'express';
+import { Router, type Response } from 'express';
 import { getBulkUpload, type BulkUploadJson } from '../../lib/aggregator/bulk/upload-jobs.ts';
 import type { PlatformContext } from '../../lib/context.ts';
 import { callerOf } from '../http/auth.ts';
@@ -30,11 +30,11 @@ export function progressOf(job: BulkUploadJson) {
  * Streams the progress of upload `uploadId` of `aggregatorId` on `res` (see the module comment)
  * until the job ends or the client goes away. @throws HttpError 404 for an unknown job (before any byte is sent)
  */
-export async function streamUploadProgress(ctx: PlatformContext, aggregatorId: string, uploadId: string, req: Request, res: Response): Promise<void> {
+export async function streamUploadProgress(ctx: PlatformContext, aggregatorId: string, uploadId: string, res: Response): Promise<void> {
   const job = UUID.test(uploadId) ? await getBulkUpload(ctx.pool, aggregatorId, uploadId.toLowerCase()) : null;
   if (!job) throw new HttpError(404, `No bulk upload ${uploadId}`);
   const snapshot = (j: BulkUploadJson) => ({ data: progressOf(j), final: j.status === 'completed' || j.status === 'failed' });
-  await streamChanges(req, res, snapshot(job), async () => {
+  await streamChanges(res, snapshot(job), async () => {
     const next = await getBulkUpload(ctx.pool, aggregatorId, job.upload_id);
     return next && snapshot(next);
   }, PROGRESS_INTERVAL_MS);
@@ -44,7 +44,7 @@ export async function streamUploadProgress(ctx: PlatformContext, aggregatorId: s
 export function bulkUploadEventRoutes(ctx: PlatformContext): Router {
   const router = Router();
   router.get('/bulk-uploads/:id/events', async (req, res) => {
-    await streamUploadProgress(ctx, callerOf(res).aggregatorId, String(req.params.id), req, res);
+    await streamUploadProgress(ctx, callerOf(res).aggregatorId, String(req.params.id), res);
   });
   return router;
 }

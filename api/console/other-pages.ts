@@ -52,7 +52,7 @@ export function otherPages(ctx: PlatformContext): Router {
     };
     const first = UUID.test(id) ? await read() : null;
     if (!first) throw notFound(req, 'voice.notfound');
-    await streamChanges(req, res, first, read, VOICE_EVENTS_INTERVAL_MS);
+    await streamChanges(res, first, read, VOICE_EVENTS_INTERVAL_MS);
   });
 
   router.get('/mappings', async (req, res) => {

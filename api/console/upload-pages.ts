@@ -8,7 +8,7 @@ import { pipeline } from 'node:stream/promises';
 import { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
 import { getBulkUpload, listBulkUploads, startBulkUpload, type BulkUploadJson } from '../../lib/aggregator/bulk/upload-jobs.ts';
-import { listSavedMappings } from '../../lib/aggregator/bulk/saved-mappings.ts';
+import { getSavedMapping, listSavedMappings } from '../../lib/aggregator/bulk/saved-mappings.ts';
 import { createPreview, getPreview, type PreviewJson } from '../../lib/aggregator/bulk/preview.ts';
 import type { PlatformContext } from '../../lib/context.ts';
 import { ObjectNotFoundError } from '../../lib/platform/storage.ts';
@@ -65,6 +65,7 @@ export function uploadPages(ctx: PlatformContext): Router {
     const job = await jobOf(req, res);
     const { page, preview: previewId } = parse(jobQuery, req.query, 'query');
     const preview = previewId ? await getPreview(ctx.pool, job.upload_id, previewId) : null;
+    const mapping = job.mapping_id ? await getSavedMapping(ctx.pool, callerOf(res).aggregatorId, job.mapping_id, job.mapping_version ?? undefined) : null;
     const { rows } = await ctx.pool.query<{ row_number: number; outcome: string; errors: { field: string | null; message: string }[] }>(
       `SELECT row_number, outcome, errors FROM aggregator.bulk_upload_rows WHERE upload_id = $1
         ORDER BY row_number LIMIT $2 OFFSET $3`, [job.upload_id, ROWS_PER_PAGE + 1, (page - 1) * ROWS_PER_PAGE]);
@@ -73,7 +74,7 @@ export function uploadPages(ctx: PlatformContext): Router {
       ...r, errors: r.errors.map((e) => ({ ...e, label: e.field ? fields.get(e.field) ?? e.field : null })),
     }));
     const view = req.header('hx-request') === 'true' && (req.header('hx-target') ?? '').includes('problem-rows') ? 'upload-rows' : 'upload';
-    renderPage(req, res, view, { job, rows: problemRows, page, hasMore: rows.length > ROWS_PER_PAGE, perPage: ROWS_PER_PAGE, preview, fieldLabel: (name: string | null) => (name ? fields.get(name) ?? name : null) });
+    renderPage(req, res, view, { job, mappingName: mapping?.name ?? null, rows: problemRows, page, hasMore: rows.length > ROWS_PER_PAGE, perPage: ROWS_PER_PAGE, preview, fieldLabel: (name: string | null) => (name ? fields.get(name) ?? name : null) });
   });
 
   router.post('/uploads/:id/start', consoleRole('admin', 'operator'), async (req, res) => {
@@ -102,7 +103,7 @@ export function uploadPages(ctx: PlatformContext): Router {
   });
 
   router.get('/uploads/:id/events', async (req, res) => {
-    await streamUploadProgress(ctx, callerOf(res).aggregatorId, String(req.params.id), req, res);
+    await streamUploadProgress(ctx, callerOf(res).aggregatorId, String(req.params.id), res);
   });
 
   router.get('/uploads/:id/errors.csv', async (req, res) => {

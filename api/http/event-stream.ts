@@ -4,7 +4,7 @@
  * event once the record is final, and ends; a `: keep-alive` comment every 15 s keeps proxies
  * from closing a quiet stream. The page that listens needs no polling loop of its own.
  */
-import type { Request, Response } from 'express';
+import type { Response } from 'express';
 
 const KEEP_ALIVE_MS = 15_000;
 
@@ -19,13 +19,13 @@ export interface Snapshot {
  * Streams `first` and then what `read` returns (null: the record is gone, the stream ends) on
  * `res` until the record is final or the client goes away. Headers are sent at once.
  */
-export async function streamChanges(req: Request, res: Response, first: Snapshot, read: () => Promise<Snapshot | null>, intervalMs: number): Promise<void> {
+export async function streamChanges(res: Response, first: Snapshot, read: () => Promise<Snapshot | null>, intervalMs: number): Promise<void> {
   res.status(200).set({
     'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-store', Connection: 'keep-alive', 'X-Accel-Buffering': 'no',
   });
   res.flushHeaders();
   let closed = false;
-  req.on('close', () => { closed = true; });
+  res.on('close', () => { closed = true; });
   let sequence = 0;
   const send = (event: string, data: unknown) => res.write(`id: ${++sequence}\nevent: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
   let snapshot: Snapshot | null = first;

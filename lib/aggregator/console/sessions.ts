@@ -23,8 +23,12 @@ export async function consumeConsoleLink(db: Queryable, jti: string, expiresAt: 
   return rowCount === 1;
 }
 
-/** Starts a session for `claims` lasting `ttlSeconds`; returns the cookie value (base64url, 43 characters). */
+/**
+ * Starts a session for `claims` lasting `ttlSeconds`; returns the cookie value (base64url, 43
+ * characters). Expired sessions are deleted on the way (sign-ins are rare: no task is needed).
+ */
 export async function createConsoleSession(db: Queryable, claims: AggregatorClaims, ttlSeconds: number): Promise<string> {
+  await db.query('DELETE FROM aggregator.console_sessions WHERE expires_at < now()');
   const value = randomBytes(32).toString('base64url');
   await db.query(
     `INSERT INTO aggregator.console_sessions (session_hash, aggregator_id, claims, expires_at)
