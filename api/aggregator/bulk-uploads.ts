@@ -30,7 +30,7 @@ import { suggestMapping } from '../../lib/aggregator/bulk/suggest.ts';
 import { TableFormatError } from '../../lib/aggregator/bulk/table.ts';
 import type { Domain } from '../../lib/network/config.ts';
 import {
-  createBulkUpload, getBulkUpload, type BulkUploadJson, listBulkUploads, loadBulkUpload, sourceObjectKey, startBulkUpload,
+  createBulkUpload, getBulkUpload, type BulkUploadJson, type BulkUploadRecord, listBulkUploads, loadBulkUpload, sourceObjectKey, startBulkUpload,
 } from '../../lib/aggregator/bulk/upload-jobs.ts';
 import type { PlatformContext } from '../../lib/context.ts';
 import { ObjectNotFoundError, type ObjectStorage } from '../../lib/platform/storage.ts';
@@ -191,6 +191,35 @@ async function savedMappingFor(ctx: PlatformContext, aggregatorId: string, domai
   return { columnMap, saved: { id: saved.id, version: saved.version } };
 }
 
+/**
+ * Mapping suggestions for the header of `job`'s stored file and its first MATCH_SAMPLE_ROWS rows
+ * (lib/aggregator/bulk/suggest.ts), as `POST /v1/bulk-uploads/{id}/match` answers them; the
+ * operator console shows the same. @throws HttpError 422 when the file cannot be read
+ */
+export async function matchSuggestions(ctx: PlatformContext, job: BulkUploadRecord) {
+  const domain = ctx.network.domains.get(job.participant_type)!;
+  let table;
+  try {
+    table = await openTable(() => ctx.storage.get(job.file_object_key), job.file_format);
+  } catch (err) {
+    if (err instanceof TableFormatError) throw new HttpError(422, `The file cannot be read: ${err.message}`, { code: 'unreadable_file' });
+    throw err;
+  }
+  const sample: string[][] = [];
+  try {
+    for await (const row of table.rows) {
+      sample.push(row.values);
+      if (sample.length === MATCH_SAMPLE_ROWS) break;
+    }
+  } catch (err) {
+    // A malformed row later on does not spoil the suggestions from the rows before it.
+    if (!(err instanceof TableFormatError)) throw err;
+  } finally {
+    table.close();
+  }
+  return { upload_id: job.upload_id, participant_type: domain.name, headers: table.headers, ...suggestMapping(ctx.network, domain, table.headers, sample, job.column_map) };
+}
+
 /** Calls `next()` (another route, or the 404 handler) unless the path id can name a job. */
 function uuidParam(req: Request, next: NextFunction): string | undefined {
   const id = String(req.params.id);
@@ -313,27 +342,7 @@ export function bulkUploadRoutes(ctx: PlatformContext): Router {
     if (!id) return;
     const job = await loadBulkUpload(ctx.pool, id);
     if (!job || job.aggregator_id !== callerOf(res).aggregatorId) throw new HttpError(404, `No bulk upload ${id}`);
-    const domain = ctx.network.domains.get(job.participant_type)!;
-    let table;
-    try {
-      table = await openTable(() => ctx.storage.get(job.file_object_key), job.file_format);
-    } catch (err) {
-      if (err instanceof TableFormatError) throw new HttpError(422, `The file cannot be read: ${err.message}`, { code: 'unreadable_file' });
-      throw err;
-    }
-    const sample: string[][] = [];
-    try {
-      for await (const row of table.rows) {
-        sample.push(row.values);
-        if (sample.length === MATCH_SAMPLE_ROWS) break;
-      }
-    } catch (err) {
-      // A malformed row later on does not spoil the suggestions from the rows before it.
-      if (!(err instanceof TableFormatError)) throw err;
-    } finally {
-      table.close();
-    }
-    res.json({ upload_id: id, participant_type: domain.name, headers: table.headers, ...suggestMapping(ctx.network, domain, table.headers, sample, job.column_map) });
+    res.json(await matchSuggestions(ctx, job));
   });
 
   router.post('/bulk-uploads/:id/preview', requireRole('admin', 'operator'), async (req, res, next) => {

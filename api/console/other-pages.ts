@@ -6,7 +6,7 @@
  */
 import { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
-import { getSavedMapping, listSavedMappings, retireSavedMapping, updateSavedMapping } from '../../lib/aggregator/bulk/saved-mappings.ts';
+import { createSavedMapping, getSavedMapping, listSavedMappings, retireSavedMapping, updateSavedMapping } from '../../lib/aggregator/bulk/saved-mappings.ts';
 import { COUNT_NAMES, listVoiceJobs, loadVoiceJob, toJobJson } from '../../lib/aggregator/voice/jobs.ts';
 import type { PlatformContext } from '../../lib/context.ts';
 import { mappingOrBadRequest } from '../aggregator/bulk-uploads.ts';
@@ -65,6 +65,20 @@ export function otherPages(ctx: PlatformContext): Router {
     const mapping = UUID.test(id) ? await getSavedMapping(ctx.pool, callerOf(res).aggregatorId, id.toLowerCase()) : null;
     if (!mapping) throw notFound(req, 'mappings.notfound');
     renderPage(req, res, 'mapping', { mapping, json: JSON.stringify(mapping.mapping, null, 2) });
+  });
+
+  // A new saved mapping (e.g. the suggestions of a job's page, reviewed), then back to a new upload with it.
+  router.post('/mappings', consoleRole('admin', 'operator'), async (req, res) => {
+    const body = req.body as Record<string, string>;
+    const type = String(body.participant_type ?? '');
+    if (!ctx.network.domains.has(type)) throw new HttpError(400, translator(languageOf(req))('links.domain.invalid'), { fields: { participant_type: ['unknown'] } });
+    assertDomainAllowed(res, type);
+    const mapping = mappingOrBadRequest(ctx, ctx.network.domains.get(type)!, String(body.mapping ?? ''), 'mapping');
+    const name = String(body.name ?? '').trim().slice(0, 200);
+    if (!name) throw new HttpError(400, 'name: required', { fields: { name: ['required'] } });
+    const caller = callerOf(res);
+    const saved = await createSavedMapping(ctx.pool, { aggregatorId: caller.aggregatorId, name, participantType: type, mapping, createdBy: caller.subject });
+    res.redirect(303, `/console/uploads?mapping=${saved.id}#new-upload`);
   });
 
   router.post('/mappings/:id', consoleRole('admin', 'operator'), async (req, res) => {

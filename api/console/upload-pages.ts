@@ -7,12 +7,12 @@
 import { pipeline } from 'node:stream/promises';
 import { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
-import { getBulkUpload, listBulkUploads, startBulkUpload, type BulkUploadJson } from '../../lib/aggregator/bulk/upload-jobs.ts';
+import { getBulkUpload, listBulkUploads, loadBulkUpload, startBulkUpload, type BulkUploadJson } from '../../lib/aggregator/bulk/upload-jobs.ts';
 import { getSavedMapping, listSavedMappings } from '../../lib/aggregator/bulk/saved-mappings.ts';
 import { createPreview, getPreview, type PreviewJson } from '../../lib/aggregator/bulk/preview.ts';
 import type { PlatformContext } from '../../lib/context.ts';
 import { ObjectNotFoundError } from '../../lib/platform/storage.ts';
-import { receiveBulkUpload } from '../aggregator/bulk-uploads.ts';
+import { matchSuggestions, receiveBulkUpload } from '../aggregator/bulk-uploads.ts';
 import { streamUploadProgress } from '../aggregator/bulk-upload-events.ts';
 import type { Caller } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
@@ -50,8 +50,9 @@ export function uploadPages(ctx: PlatformContext): Router {
       listSavedMappings(ctx.pool, caller.aggregatorId),
     ]);
     const domains = [...caller.domains].map((name) => ({ name, label: ctx.network.domains.get(name)?.label ?? name }));
+    const selected = typeof req.query.mapping === 'string' ? mappings.find((m) => m.id === req.query.mapping) : undefined;
     renderPage(req, res, 'uploads', {
-      jobs, total, page, hasMore: page * limit < total, domains, mappings: mappings.filter((m) => !m.retired_at && caller.domains.has(m.participant_type)),
+      selectedMapping: selected?.id, selectedType: selected?.participant_type, jobs, total, page, hasMore: page * limit < total, domains, mappings: mappings.filter((m) => !m.retired_at && caller.domains.has(m.participant_type)),
     });
   });
 
@@ -65,6 +66,17 @@ export function uploadPages(ctx: PlatformContext): Router {
     const job = await jobOf(req, res);
     const { page, preview: previewId } = parse(jobQuery, req.query, 'query');
     const preview = previewId ? await getPreview(ctx.pool, job.upload_id, previewId) : null;
+    // Before the start, an operator sees how the file's columns match the fields, to save as a mapping.
+    let suggestions: Awaited<ReturnType<typeof matchSuggestions>> | null = null;
+    let suggestionProblem: string | null = null;
+    if (job.status === 'pending' && callerOf(res).roles.some((r) => r === 'admin' || r === 'operator')) {
+      try {
+        suggestions = await matchSuggestions(ctx, (await loadBulkUpload(ctx.pool, job.upload_id))!);
+      } catch (err) {
+        if (!(err instanceof HttpError)) throw err;
+        suggestionProblem = err.message;
+      }
+    }
     const mapping = job.mapping_id ? await getSavedMapping(ctx.pool, callerOf(res).aggregatorId, job.mapping_id, job.mapping_version ?? undefined) : null;
     const { rows } = await ctx.pool.query<{ row_number: number; outcome: string; errors: { field: string | null; message: string }[] }>(
       `SELECT row_number, outcome, errors FROM aggregator.bulk_upload_rows WHERE upload_id = $1
@@ -74,7 +86,7 @@ export function uploadPages(ctx: PlatformContext): Router {
       ...r, errors: r.errors.map((e) => ({ ...e, label: e.field ? fields.get(e.field) ?? e.field : null })),
     }));
     const view = req.header('hx-request') === 'true' && (req.header('hx-target') ?? '').includes('problem-rows') ? 'upload-rows' : 'upload';
-    renderPage(req, res, view, { job, mappingName: mapping?.name ?? null, rows: problemRows, page, hasMore: rows.length > ROWS_PER_PAGE, perPage: ROWS_PER_PAGE, preview, fieldLabel: (name: string | null) => (name ? fields.get(name) ?? name : null) });
+    renderPage(req, res, view, { job, suggestions, suggestionProblem, mappingName: mapping?.name ?? null, rows: problemRows, page, hasMore: rows.length > ROWS_PER_PAGE, perPage: ROWS_PER_PAGE, preview, fieldLabel: (name: string | null) => (name ? fields.get(name) ?? name : null) });
   });
 
   router.post('/uploads/:id/start', consoleRole('admin', 'operator'), async (req, res) => {

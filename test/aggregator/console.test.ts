@@ -201,6 +201,29 @@ describe('operator console over HTTP', () => {
     expect((await client.post(`/console/mappings/${saved.body.id}`, { _csrf: csrf, mapping: JSON.stringify({ 'Full name': 'name' }) })).status).toBe(409);
   });
 
+  it('shows how a pending file\'s columns match and saves the reviewed suggestion as a mapping to upload with', async () => {
+    const client = new ConsoleClient(base);
+    await client.signIn(await consoleLinkFor(platform, agg, 'operator'));
+    const csrf = await client.csrf();
+    const created = await request(base).post(`/console/uploads?_csrf=${encodeURIComponent(csrf)}`).set('cookie', client.cookieHeader())
+      .field('participant_type', 'seeker').attach('file', csv(['Full Name', 'Mobile No', 'State', 'District'], [['Asha Devi', '9812345670', 'Haryana', 'Kaithal']]), 'camp sheet.csv');
+    const page = await client.get(created.headers.location as string);
+    expect(page.text).toContain('id="match-fields"');
+    const unescape = (html: string) => html.replace(/&quot;|&#34;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
+    const suggested = JSON.parse(unescape(/<textarea id="mapping-json"[^>]*>([\s\S]*?)<\/textarea>/.exec(page.text)![1]));
+    const api = await request(base).post(`/v1/bulk-uploads/${created.headers.location!.split('/').pop()}/match`).set('authorization', `Bearer ${agg.token}`);
+    expect(suggested).toEqual(api.body.suggested_mapping);
+    const saved = await client.post('/console/mappings', { _csrf: csrf, participant_type: 'seeker', name: 'Camp sheet', mapping: JSON.stringify(suggested) });
+    expect(saved.status).toBe(303);
+    const id = /mapping=([0-9a-f-]{36})/.exec(saved.headers.location as string)![1];
+    const stored = await request(base).get(`/v1/bulk-uploads/mappings/${id}`).set('authorization', `Bearer ${agg.token}`);
+    expect(stored.body).toMatchObject({ name: 'Camp sheet', participant_type: 'seeker', mapping: suggested });
+    const form = await client.get(saved.headers.location as string);
+    expect(form.text).toContain(`<option value="${id}" selected>`);
+    const bad = await client.post('/console/mappings', { _csrf: csrf, participant_type: 'seeker', name: 'Bad', mapping: 'not json' });
+    expect(bad.status).toBe(400);
+  });
+
   it('serves the same progress stream on the API with a bearer token', async () => {
     const created = await createUpload(platform, agg.token, { participantType: 'seeker', file: csv(['name', 'phone', 'state', 'district'], [['Asha', '9812345670', 'Haryana', 'Kaithal']]) });
     await startUpload(platform, agg.token, created.body.upload_id);
