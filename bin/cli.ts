@@ -12,6 +12,7 @@ import { upload } from './commands/upload.ts';
 import { dashboard } from './commands/dashboard.ts';
 import { exportProfiles } from './commands/export.ts';
 import { voiceProvider } from './commands/voice-provider.ts';
+import { consoleLink } from './commands/console.ts';
 import { CliError, withPlatformContext } from './command-context.ts';
 
 const program = new Command('ldp')
@@ -96,6 +97,7 @@ program.command('dashboard').description("print an aggregator's dashboard rollup
 program.command('export').description("write the decrypted profiles of an aggregator's participants as CSV").requiredOption('--aggregator <id>', 'aggregator id').requiredOption('--ids <file>', 'file of 1..1000 participant ids (one per line)').option('--domain <domain>', 'only participants of this domain').option('--out <file>', 'CSV file to write (default: stdout)').action(exportProfiles);
 registerMappingCommands(program);
 program.command('openapi').description('print a service\'s OpenAPI 3.1 document (no running instance needed)').requiredOption('--service <name>', SERVICES.join(', ')).option('--pretty', 'indent the JSON').action(openapi);
+program.command('console').description('print a short-lived, single-use sign-in link for the operator console (/console/)').requiredOption('--aggregator <id>', 'aggregator id').option('--role <role>', 'admin, operator or viewer', 'admin').option('--ttl <duration>', 'how long the link may wait to be used (at most 1h)', '10m').option('--url <url>', 'aggregator base URL (default: AGGREGATOR_URL, else the running instance)').action(consoleLink);
 
 program.command('fixtures')
   .description('generate fixture files')

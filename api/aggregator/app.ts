@@ -22,6 +22,8 @@ import { reviewRouteDocs, reviewRoutes } from './reviews.ts';
 import { supportRouteDocs, supportRoutes } from './support.ts';
 import { dashboardRouteDocs, dashboardRoutes } from './dashboard.ts';
 import { supportJsonParser } from '../http/support-route.ts';
+import { bulkUploadEventRouteDocs, bulkUploadEventRoutes } from './bulk-upload-events.ts';
+import { consoleRoutes } from '../console/routes.ts';
 import { voiceCallbackRouteDocs, voiceCallbackRoutes, voiceJsonParsers, voiceRouteDocs, voiceRoutes } from './voice.ts';
 
 const jwksSchema = z.object({ keys: z.array(z.looseObject({ kty: z.string(), kid: z.string().optional() })) });
@@ -44,7 +46,7 @@ export function aggregatorServiceRouteDocs(network: Network): RouteDoc[] {
     },
     ...publicRegistrationRouteDocs, ...registrationFormRouteDocs, ...reviewRouteDocs,
     ...orgRouteDocs(network), ...aggregatorRegistrationRouteDocs(network), ...voiceCallbackRouteDocs,
-    ...templateRouteDocs(network), ...bulkMappingRouteDocs, ...bulkUploadRouteDocs, ...linkRouteDocs,
+    ...templateRouteDocs(network), ...bulkMappingRouteDocs, ...bulkUploadEventRouteDocs, ...bulkUploadRouteDocs, ...linkRouteDocs,
     ...supportRouteDocs, ...dashboardRouteDocs, ...voiceRouteDocs,
   ];
 }
@@ -63,6 +65,8 @@ export function createAggregatorApp(ctx: PlatformContext): Express {
   app.use('/v1', orgRoutes(ctx), aggregatorRegistrationRoutes(ctx));
   // Signed by the voice provider, which has no bearer token.
   app.use(voiceCallbackRoutes(ctx));
+  // The operator console (issue 18) has its own cookie sessions: before bearerAuth.
+  app.use('/console', consoleRoutes(ctx));
   app.use('/v1', bearerAuth(ctx));
   // Before the bulk-upload routes, so that /v1/bulk-uploads/template is not taken for an upload id.
   app.use('/v1', templateRoutes(ctx));
@@ -76,7 +80,7 @@ export function createAggregatorApp(ctx: PlatformContext): Express {
   });
   // Saved mappings before the bulk-upload routes: /v1/bulk-uploads/mappings is no upload id.
   app.use('/v1', bulkMappingRoutes(ctx));
-  app.use('/v1', bulkUploadRoutes(ctx));
+  app.use('/v1', bulkUploadEventRoutes(ctx), bulkUploadRoutes(ctx));
   app.use('/v1', linkRoutes(ctx));
   app.use('/v1', supportRoutes(ctx));
   app.use('/v1', dashboardRoutes(ctx));

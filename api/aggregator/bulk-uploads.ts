@@ -30,7 +30,8 @@ import { suggestMapping } from '../../lib/aggregator/bulk/suggest.ts';
 import { TableFormatError } from '../../lib/aggregator/bulk/table.ts';
 import type { Domain } from '../../lib/network/config.ts';
 import {
-  BULK_UPLOAD_STATUSES, createBulkUpload, getBulkUpload, listBulkUploads, loadBulkUpload, sourceObjectKey, startBulkUpload,
+  BULK_UPLOAD_STATUSES, createBulkUpload, getBulkUpload, type BulkUploadJson, type BulkUploadRecord, listBulkUploads, loadBulkUpload,
+  sourceObjectKey, startBulkUpload,
 } from '../../lib/aggregator/bulk/upload-jobs.ts';
 import type { PlatformContext } from '../../lib/context.ts';
 import { ObjectNotFoundError, type ObjectStorage } from '../../lib/platform/storage.ts';
@@ -198,6 +199,34 @@ async function savedMappingFor(ctx: PlatformContext, aggregatorId: string, domai
 
 /** The path of a job's routes: a UUID (any other value answers the 404 of an unknown route). */
 export const uploadIdParams = z.object({ id: z.string().regex(UUID).meta({ format: 'uuid', description: 'bulk-upload job id' }) });
+/**
+ * Mapping suggestions for the header of `job`'s stored file and its first MATCH_SAMPLE_ROWS rows
+ * (lib/aggregator/bulk/suggest.ts), as `POST /v1/bulk-uploads/{id}/match` answers them; the
+ * operator console shows the same. @throws HttpError 422 when the file cannot be read
+ */
+export async function matchSuggestions(ctx: PlatformContext, job: BulkUploadRecord) {
+  const domain = ctx.network.domains.get(job.participant_type)!;
+  let table;
+  try {
+    table = await openTable(() => ctx.storage.get(job.file_object_key), job.file_format);
+  } catch (err) {
+    if (err instanceof TableFormatError) throw new HttpError(422, `The file cannot be read: ${err.message}`, { code: 'unreadable_file' });
+    throw err;
+  }
+  const sample: string[][] = [];
+  try {
+    for await (const row of table.rows) {
+      sample.push(row.values);
+      if (sample.length === MATCH_SAMPLE_ROWS) break;
+    }
+  } catch (err) {
+    // A malformed row later on does not spoil the suggestions from the rows before it.
+    if (!(err instanceof TableFormatError)) throw err;
+  } finally {
+    table.close();
+  }
+  return { upload_id: job.upload_id, participant_type: domain.name, headers: table.headers, ...suggestMapping(ctx.network, domain, table.headers, sample, job.column_map) };
+}
 
 /** Calls `next()` (another route, or the 404 handler) unless the path id can name a job. */
 function uuidParam(req: Request, next: NextFunction): string | undefined {
@@ -209,12 +238,15 @@ function uuidParam(req: Request, next: NextFunction): string | undefined {
   return id.toLowerCase();
 }
 
-/** The bulk-upload routes (see the module comment), mounted under `/v1` after `bearerAuth`. */
-export function bulkUploadRoutes(ctx: PlatformContext): Router {
-  const router = Router();
+/**
+ * Receives a multipart upload (participant_type, file, column_map? | mapping_id + mapping_version?)
+ * for the caller in `res.locals.caller`, stores the file and records the pending job; the API's
+ * `POST /v1/bulk-uploads` and the operator console's upload form both use it.
+ * @throws HttpError 400/403/413/415 naming the field (nothing is left behind)
+ */
+export function receiveBulkUpload(ctx: PlatformContext): (req: Request, res: Response) => Promise<BulkUploadJson> {
   const maxBytes = ctx.config.BULK_UPLOAD_MAX_BYTES;
-
-  router.post('/bulk-uploads', requireRole('admin', 'operator'), async (req: Request, res: Response) => {
+  return async (req, res) => {
     if (!req.is('multipart/form-data')) {
       throw new HttpError(415, 'Content-Type must be multipart/form-data with the fields participant_type, file and optionally column_map or mapping_id');
     }
@@ -268,11 +300,22 @@ export function bulkUploadRoutes(ctx: PlatformContext): Router {
         uploadId, aggregatorId: caller.aggregatorId, orgId: caller.orgId, domain, createdBy: caller.subject,
         fileName: file.name, format, sizeBytes: file.size, fileObjectKey: key, columnMap, mapping: saved,
       });
-      res.status(201).location(`/v1/bulk-uploads/${uploadId}`).json(job);
+      return job;
     } catch (err) {
       await cleanup();
       throw err;
     }
+  };
+}
+
+/** The bulk-upload routes (see the module comment), mounted under `/v1` after `bearerAuth`. */
+export function bulkUploadRoutes(ctx: PlatformContext): Router {
+  const router = Router();
+
+  const receive = receiveBulkUpload(ctx);
+  router.post('/bulk-uploads', requireRole('admin', 'operator'), async (req: Request, res: Response) => {
+    const job = await receive(req, res);
+    res.status(201).location(`/v1/bulk-uploads/${job.upload_id}`).json(job);
   });
 
   router.get('/bulk-uploads', async (req, res) => {
@@ -307,27 +350,7 @@ export function bulkUploadRoutes(ctx: PlatformContext): Router {
     if (!id) return;
     const job = await loadBulkUpload(ctx.pool, id);
     if (!job || job.aggregator_id !== callerOf(res).aggregatorId) throw new HttpError(404, `No bulk upload ${id}`);
-    const domain = ctx.network.domains.get(job.participant_type)!;
-    let table;
-    try {
-      table = await openTable(() => ctx.storage.get(job.file_object_key), job.file_format);
-    } catch (err) {
-      if (err instanceof TableFormatError) throw new HttpError(422, `The file cannot be read: ${err.message}`, { code: 'unreadable_file' });
-      throw err;
-    }
-    const sample: string[][] = [];
-    try {
-      for await (const row of table.rows) {
-        sample.push(row.values);
-        if (sample.length === MATCH_SAMPLE_ROWS) break;
-      }
-    } catch (err) {
-      // A malformed row later on does not spoil the suggestions from the rows before it.
-      if (!(err instanceof TableFormatError)) throw err;
-    } finally {
-      table.close();
-    }
-    res.json({ upload_id: id, participant_type: domain.name, headers: table.headers, ...suggestMapping(ctx.network, domain, table.headers, sample, job.column_map) });
+    res.json(await matchSuggestions(ctx, job));
   });
 
   router.post('/bulk-uploads/:id/preview', requireRole('admin', 'operator'), async (req, res, next) => {

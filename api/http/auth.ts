@@ -7,7 +7,7 @@ import type { RequestHandler, Response } from 'express';
 import { findApiKey, type KeyService } from '../../lib/platform/api-keys.ts';
 import type { PlatformContext } from '../../lib/context.ts';
 import { domainsForAggregatorTypes } from '../../lib/network/config.ts';
-import { TokenError } from '../../lib/platform/tokens.ts';
+import { TokenError, type AggregatorClaims } from '../../lib/platform/tokens.ts';
 import { HttpError } from './errors.ts';
 
 /** Requires a valid, unrevoked API key of `service`; sets `res.locals.apiKey`. */
@@ -52,23 +52,31 @@ export function bearerAuth(ctx: PlatformContext): RequestHandler {
       if (err instanceof TokenError) throw new HttpError(401, `Invalid bearer token: ${err.message}`, { code: 'invalid_token', headers: bearerChallenge('invalid_token') });
       throw err;
     }
-    const { rows } = await ctx.pool.query<{ org_id: string; types: string[]; status: string; slug: string; org_status: string }>(
-      `SELECT a.org_id, a.types, a.status, o.slug, o.status AS org_status
-         FROM aggregator.aggregators a JOIN aggregator.organisations o USING (org_id)
-        WHERE a.aggregator_id = $1`, [claims.aggregator_id]);
-    const record = rows[0];
-    if (!record || record.org_id !== claims.org_id) {
-      throw new HttpError(401, 'Bearer token names an unknown aggregator', { code: 'invalid_token', headers: bearerChallenge('invalid_token') });
-    }
-    if (record.status !== 'approved' || record.org_status !== 'approved') {
-      throw new HttpError(403, `Aggregator is ${record.status === 'approved' ? `in a ${record.org_status} organisation` : record.status}, not approved`, { code: 'aggregator_not_approved' });
-    }
-    const types = claims.aggregator_type.filter((t) => record.types.includes(t));
-    res.locals.caller = {
-      subject: claims.sub, aggregatorId: claims.aggregator_id, orgId: record.org_id, orgSlug: record.slug,
-      types, domains: domainsForAggregatorTypes(ctx.network, types), roles: claims.roles,
-    } satisfies Caller;
+    res.locals.caller = await resolveCaller(ctx, claims, bearerChallenge('invalid_token'));
     next();
+  };
+}
+
+/**
+ * The caller named by verified aggregator `claims` (a bearer token's, or an operator console
+ * session's): 401 when the aggregator is unknown, 403 when it or its organisation is not approved.
+ */
+export async function resolveCaller(ctx: PlatformContext, claims: AggregatorClaims, challenge: Record<string, string> = {}): Promise<Caller> {
+  const { rows } = await ctx.pool.query<{ org_id: string; types: string[]; status: string; slug: string; org_status: string }>(
+    `SELECT a.org_id, a.types, a.status, o.slug, o.status AS org_status
+       FROM aggregator.aggregators a JOIN aggregator.organisations o USING (org_id)
+      WHERE a.aggregator_id = $1`, [claims.aggregator_id]);
+  const record = rows[0];
+  if (!record || record.org_id !== claims.org_id) {
+    throw new HttpError(401, 'Bearer token names an unknown aggregator', { code: 'invalid_token', headers: challenge });
+  }
+  if (record.status !== 'approved' || record.org_status !== 'approved') {
+    throw new HttpError(403, `Aggregator is ${record.status === 'approved' ? `in a ${record.org_status} organisation` : record.status}, not approved`, { code: 'aggregator_not_approved' });
+  }
+  const types = claims.aggregator_type.filter((t) => record.types.includes(t));
+  return {
+    subject: claims.sub, aggregatorId: claims.aggregator_id, orgId: record.org_id, orgSlug: record.slug,
+    types, domains: domainsForAggregatorTypes(ctx.network, types), roles: claims.roles,
   };
 }
 

@@ -17,7 +17,7 @@ export type ServiceName = 'signals' | 'search' | 'aggregator';
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 /** Server-rendered pages whose HTML forms post url-encoded bodies (registration form, review page), parsed by their routers. */
-const HTML_FORM_PATHS = /^\/(r|review)\//;
+const HTML_FORM_PATHS = /^\/(r|review|console)\//;
 
 export const JSON_TYPES = ['application/json', 'application/*+json'];
 

@@ -36,6 +36,13 @@ const NOT_YET_DOCUMENTED: Record<ServiceName, string[]> = {
   aggregator: [],
 };
 
+/**
+ * The operator console (`/console/…`, issue 18) is a web interface of HTML pages and form posts
+ * behind its own session cookie, not part of the HTTP API the documents describe
+ * (docs/decisions.md, "OpenAPI"); its routes are left out of the comparison.
+ */
+const NOT_API = /^\/console(\/|$)/;
+
 const SERVICES: ServiceName[] = ['signals', 'search', 'aggregator'];
 
 let platform: TestPlatform;
@@ -45,7 +52,7 @@ const documents = new Map<ServiceName, Record<string, any>>();
 beforeAll(async () => {
   platform = await startTestPlatform({ worker: true, env: { EMBEDDING_PROVIDER: 'hashing' } });
   for (const service of SERVICES) {
-    apps.set(service, mountedRoutes(appOf(platform.services.find((s) => s.name === service)!.server)));
+    apps.set(service, mountedRoutes(appOf(platform.services.find((s) => s.name === service)!.server)).filter((r) => !NOT_API.test(r.path)));
     const res = await request(platform.url(service)).get('/openapi.json');
     expect(res.status).toBe(200);
     expect(res.headers['content-type']).toMatch(/^application\/json/);
