@@ -22,6 +22,7 @@ export function searchIndexItems(ctx: PlatformContext): Task {
     }
     const { provider } = await searchEngine(ctx);
     const outcome = await indexSnapshots(ctx, provider, parsed.data.items as ItemRecord[]);
+    ctx.metrics.counter('search_embedded_items_total', 'Items embedded and written to the search index (rate = embedding throughput).').inc(outcome.embedded);
     helpers.logger.debug(`indexed ${parsed.data.items.length} snapshots`, { outcome });
   };
 }

@@ -23,6 +23,7 @@ import { supportRouteDocs, supportRoutes } from './support.ts';
 import { dashboardRouteDocs, dashboardRoutes } from './dashboard.ts';
 import { supportJsonParser } from '../http/support-route.ts';
 import { bulkUploadEventRouteDocs, bulkUploadEventRoutes } from './bulk-upload-events.ts';
+import { registerBulkUploadMetrics } from '../../lib/aggregator/bulk/upload-jobs.ts';
 import { consoleRoutes } from '../console/routes.ts';
 import { voiceCallbackRouteDocs, voiceCallbackRoutes, voiceJsonParsers, voiceRouteDocs, voiceRoutes } from './voice.ts';
 
@@ -53,6 +54,7 @@ export function aggregatorServiceRouteDocs(network: Network): RouteDoc[] {
 
 export function createAggregatorApp(ctx: PlatformContext): Express {
   const app = createServiceApp(ctx, 'aggregator', { jsonParsers: { ...voiceJsonParsers(ctx), '/v1/support': supportJsonParser() } });
+  registerBulkUploadMetrics(ctx.metrics, ctx.pool);
   app.use(healthRoutes(ctx, 'aggregator'));
   app.use(openApiRoutes('aggregator', aggregatorServiceRouteDocs(ctx.network)));
   // Public keys of the built-in issuer, for other services that verify our tokens.

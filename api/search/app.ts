@@ -1,7 +1,7 @@
 /** The search service (`/v1/search`, `/v1/search/flat`, `/v1/relevance`; header x-api-key; errors in shape A). */
 import type { Express } from 'express';
 import type { PlatformContext } from '../../lib/context.ts';
-import { searchReadiness, startVectorIndex } from '../../lib/search/engine.ts';
+import { registerSearchMetrics, searchReadiness, startVectorIndex } from '../../lib/search/engine.ts';
 import type { Network } from '../../lib/network/config.ts';
 import { apiKeyAuth } from '../http/auth.ts';
 import { healthRouteDocs, healthRoutes } from '../http/health.ts';
@@ -23,6 +23,7 @@ export function createSearchApp(ctx: PlatformContext): Express {
   // Chosen at start-up, so the log says at once which embedding provider and vector backend serve;
   // the in-process vector index (usearch backend) is loaded or built in the background.
   startVectorIndex(ctx).catch((err) => ctx.logger.error({ err }, 'search engine unavailable'));
+  registerSearchMetrics(ctx);
   app.use(healthRoutes(ctx, 'search', () => searchReadiness(ctx)));
   app.use(openApiRoutes('search', searchServiceRouteDocs(ctx.network)));
   app.use('/v1', apiKeyAuth(ctx, 'search'));

@@ -20,6 +20,8 @@ export interface Metrics {
    * for that scrape and never fails the scrape.
    */
   gauge<L extends string>(name: string, help: string, labelNames: readonly L[], collect: () => Promise<Array<{ labels?: Partial<Record<L, string>>; value: number }>>): void;
+  /** The counter `name` of this registry, created on first call (later calls return the same one). */
+  counter<L extends string>(name: string, help: string, labelNames?: readonly L[]): Counter<L>;
 }
 
 /** Creates the registry of a process with its default metrics. */
@@ -40,6 +42,10 @@ export function createMetrics(): Metrics {
       name: 'worker_job_duration_seconds', help: 'graphile-worker job duration, by task and outcome.', labelNames: ['task', 'outcome'],
       registers: [registry], buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300],
     }),
+    counter<L extends string>(name: string, help: string, labelNames: readonly L[] = []) {
+      return (registry.getSingleMetric(name) as Counter<L> | undefined)
+        ?? new Counter<L>({ name, help, labelNames: [...labelNames], registers: [registry] });
+    },
     gauge(name, help, labelNames, collect) {
       if (registry.getSingleMetric(name)) return;
       new Gauge({

@@ -6,6 +6,7 @@
  * embeddings. Built on first use per platform context.
  */
 import { withTransaction, type Pool } from '../platform/db.ts';
+import type { Metrics } from '../platform/metrics.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { EmbeddingProvider } from './embeddings/index.ts';
 import type { Network } from '../network/config.ts';
@@ -136,4 +137,25 @@ export async function searchReadiness(ctx: SearchEngineDeps): Promise<Record<str
   } catch (err) {
     return { search_engine: { ok: false, error: (err as Error).message } };
   }
+}
+
+/**
+ * The search service's gauges in the process's registry (lib/platform/metrics.ts), read at each
+ * scrape: `search_index_items{backend}` (vectors in the vector index: usearch in this process, or
+ * pgvector's indexed rows) and `search_index_pending_changes` (usearch: rows written to
+ * search.items after the index's change cursor, i.e. the catch-up lag in rows).
+ */
+export function registerSearchMetrics(ctx: SearchEngineDeps & { metrics: Metrics }): void {
+  ctx.metrics.gauge('search_index_items', 'Vectors in the search service\'s vector index.', ['backend'], async () => {
+    const { backend, index } = await searchEngine(ctx);
+    return index ? [{ labels: { backend }, value: await index.size(ctx.pool) }] : [];
+  });
+  ctx.metrics.gauge('search_index_pending_changes', 'Rows written to search.items that the in-process vector index has not caught up with yet.', [], async () => {
+    const index = await usearchIndexOf(ctx);
+    const cursor = index?.status().cursor;
+    if (typeof cursor !== 'number') return [];
+    const { rows: [row] } = await ctx.pool.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM (SELECT 1 FROM search.items WHERE change_seq > $1 LIMIT 1000000) pending', [cursor]);
+    return [{ value: row.n }];
+  });
 }

@@ -64,14 +64,14 @@ export interface UsearchIndexDeps {
   version: ModelVersion;
 }
 
+/** Below this many vectors the index is built on one thread, so that it is reproducible. */
+const DETERMINISTIC_BUILD_ROWS = 5_000;
+
 /**
  * HNSW settings: 16 links per node; 128 candidates kept while adding and 256 while searching
  * (usearch's default of 64 gave recall@20 0.90 on the PMGSY facilities, whose texts are many and
  * near-identical).
  */
-/** Below this many vectors the index is built on one thread, so that it is reproducible. */
-const DETERMINISTIC_BUILD_ROWS = 5_000;
-
 const newIndex = (dimensions: number) => new Index({
   metric: 'cos', connectivity: 16, dimensions, quantization: 'f16', expansion_add: 128, expansion_search: 256,
 } as never);

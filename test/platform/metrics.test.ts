@@ -57,6 +57,12 @@ describe('GET /metrics', () => {
     expect(sample(text, 'worker_job_duration_seconds_count', { task: 'bulk-upload-finish', outcome: 'success' })).toBe(1);
     expect(text).toMatch(/^# TYPE worker_queue_depth gauge$/m);
     expect(sample(text, 'process_resident_memory_bytes', {})).toBeGreaterThan(0);
+    expect(sample(text, 'bulk_upload_rows', { outcome: 'passed' })).toBe(1);
+    expect(sample(text, 'bulk_upload_rows', { outcome: 'failed' })).toBe(0);
+    // The search service's index and indexing throughput (its vector index may still be loading).
+    await expect.poll(async () => sample((await request(platform.url('search')).get('/metrics')).text, 'search_embedded_items_total', {}), { timeout: 15_000 })
+      .toBeGreaterThanOrEqual(1);
+    expect(text).toMatch(/^# TYPE search_index_items gauge$/m);
   });
 
   it('lets loopback clients in, and others only with the configured bearer token', () => {

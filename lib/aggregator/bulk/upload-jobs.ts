@@ -8,6 +8,7 @@
 import type { Pool, PoolClient, Queryable } from '../../platform/db.ts';
 import { withTransaction } from '../../platform/db.ts';
 import { enqueue } from '../../platform/jobs.ts';
+import type { Metrics } from '../../platform/metrics.ts';
 import type { Domain } from '../../network/config.ts';
 import type { Mapping } from './mapping.ts';
 import type { TableFormat } from './table.ts';
@@ -186,4 +187,16 @@ export async function failBulkUpload(client: PoolClient | Pool, uploadId: string
   await client.query(
     `UPDATE aggregator.bulk_uploads SET status = 'failed', status_reason = $2, completed_at = now(), updated_at = now()
       WHERE upload_id = $1 AND status = 'running'`, [uploadId, reason.slice(0, 2000)]);
+}
+
+/**
+ * `bulk_upload_rows{outcome}`: rows of every bulk upload so far by outcome (passed, failed,
+ * skipped), read from the jobs' O(1) counters at each scrape (lib/platform/metrics.ts).
+ */
+export function registerBulkUploadMetrics(metrics: Metrics, db: Queryable): void {
+  metrics.gauge('bulk_upload_rows', 'Bulk-upload rows processed so far, by outcome.', ['outcome'], async () => {
+    const { rows: [sum] } = await db.query<{ passed: string; failed: string; skipped: string }>(
+      'SELECT coalesce(sum(passed), 0) AS passed, coalesce(sum(failed), 0) AS failed, coalesce(sum(skipped), 0) AS skipped FROM aggregator.bulk_uploads');
+    return (['passed', 'failed', 'skipped'] as const).map((outcome) => ({ labels: { outcome }, value: Number(sum[outcome]) }));
+  });
 }
