@@ -22,6 +22,6 @@ export function bulkUploadPreview(ctx: PlatformContext): Task {
     if (!job || !domain) return;
     const result = await previewUpload({ db: ctx.pool, pii: ctx.pii, network: ctx.network }, job, domain, preview.rows,
       () => ctx.storage.get(job.file_object_key));
-    await completePreview(ctx.pool, previewId, result);
+    await completePreview(ctx.pool, ctx.pii, previewId, result);
   };
 }

@@ -1,8 +1,8 @@
 /**
  * Task `bulk-upload-stage` {upload_id}: reads the stored file once, from start to end, matches its
  * header row to the participant schema and stages the data rows in chunks of
- * BULK_UPLOAD_CHUNK_ROWS consecutive rows (aggregator.bulk_upload_chunks, one JSON value per
- * chunk: few, large writes). Then it records the header, total_rows and the chunk count and
+ * BULK_UPLOAD_CHUNK_ROWS consecutive rows (aggregator.bulk_upload_chunks, one encrypted JSON value
+ * per chunk: few, large writes; lib/aggregator/bulk/sealed.ts). Then it records the header, total_rows and the chunk count and
  * enqueues one `bulk-upload-chunk` job per chunk.
  *
  * Repetitions within the file are settled here, in file order, so that the chunks are independent
@@ -26,6 +26,7 @@ import {
 } from '../lib/aggregator/bulk/upload-jobs.ts';
 import type { PlatformContext } from '../lib/context.ts';
 import { withTransaction } from '../lib/platform/db.ts';
+import { sealJson } from '../lib/aggregator/bulk/sealed.ts';
 import { enqueue, enqueueMany } from '../lib/platform/jobs.ts';
 import { createRepeatTracker, type Repeat } from '../lib/aggregator/bulk/duplicates.ts';
 
@@ -57,9 +58,9 @@ export function bulkUploadStage(ctx: PlatformContext): Task {
       const index = chunks++;
       await writing;
       writing = ctx.pool.query(
-        `INSERT INTO aggregator.bulk_upload_chunks (upload_id, chunk_index, first_row_number, last_row_number, row_count, rows)
-         VALUES ($1, $2, $3, $4, $5, $6::json)`,
-        [uploadId, index, rows[0][0], rows[rows.length - 1][0], rows.length, JSON.stringify(rows)]);
+        `INSERT INTO aggregator.bulk_upload_chunks (upload_id, chunk_index, first_row_number, last_row_number, row_count, rows_sealed)
+         VALUES ($1, $2, $3, $4, $5, $6)`,
+        [uploadId, index, rows[0][0], rows[rows.length - 1][0], rows.length, sealJson(ctx.pii, rows)]);
       writing.catch(() => {});
     };
     try {

@@ -332,12 +332,12 @@ export function bulkUploadRoutes(ctx: PlatformContext): Router {
     if (job.status !== 'pending') {
       throw new HttpError(409, `Bulk upload ${id} is ${job.status}; a dry run is for a pending job (before start)`, { code: 'bulk_upload_not_pending' });
     }
-    let preview: PreviewJson = await createPreview(ctx.pool, id, rows, caller.subject);
+    let preview: PreviewJson = await createPreview(ctx.pool, ctx.pii, id, rows, caller.subject);
     // A bounded wait: small previews answer at once, larger ones (or a busy worker) are polled.
     const deadline = Date.now() + ctx.config.BULK_PREVIEW_WAIT_MS;
     while (preview.status === 'pending' && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, PREVIEW_POLL_MS));
-      preview = (await getPreview(ctx.pool, id, preview.preview_id))!;
+      preview = (await getPreview(ctx.pool, ctx.pii, id, preview.preview_id))!;
     }
     res.status(preview.status === 'pending' ? 202 : 200).location(`/v1/bulk-uploads/${id}/previews/${preview.preview_id}`).json(preview);
   });
@@ -347,7 +347,7 @@ export function bulkUploadRoutes(ctx: PlatformContext): Router {
     if (!id) return;
     const previewId = String(req.params.previewId);
     const job = UUID.test(previewId) ? await getBulkUpload(ctx.pool, callerOf(res).aggregatorId, id) : null;
-    const preview = job ? await getPreview(ctx.pool, id, previewId.toLowerCase()) : null;
+    const preview = job ? await getPreview(ctx.pool, ctx.pii, id, previewId.toLowerCase()) : null;
     if (!preview) throw new HttpError(404, `No preview ${previewId} of bulk upload ${id}`);
     res.json(preview);
   });
@@ -357,6 +357,11 @@ export function bulkUploadRoutes(ctx: PlatformContext): Router {
     if (!id) return;
     const job = await getBulkUpload(ctx.pool, callerOf(res).aggregatorId, id);
     if (!job) throw new HttpError(404, `No bulk upload ${id}`);
+    if (job.purged_at) {
+      throw new HttpError(410, `The error report of bulk upload ${id} was deleted on ${job.purged_at}, with the file and its rows, `
+        + `${ctx.config.BULK_RETENTION_DAYS} days after the job ended (data retention, BULK_RETENTION_DAYS); correct and upload the file again if needed`,
+      { code: 'error_report_expired' });
+    }
     if (!job.errors_csv_object_key) {
       throw new HttpError(404, job.status === 'completed'
         ? `Bulk upload ${id} has no error report: no row failed or was skipped`
