@@ -342,7 +342,8 @@ export function bulkUploadRoutes(ctx: PlatformContext): Router {
     res.status(preview.status === 'pending' ? 202 : 200).location(`/v1/bulk-uploads/${id}/previews/${preview.preview_id}`).json(preview);
   });
 
-  router.get('/bulk-uploads/:id/previews/:previewId', async (req, res, next) => {
+  // Admin and operator only, as the dry run itself: the result holds names and reasons quoting cells (issue 15).
+  router.get('/bulk-uploads/:id/previews/:previewId', requireRole('admin', 'operator'), async (req, res, next) => {
     const id = uuidParam(req, next);
     if (!id) return;
     const previewId = String(req.params.previewId);
@@ -352,7 +353,8 @@ export function bulkUploadRoutes(ctx: PlatformContext): Router {
     res.json(preview);
   });
 
-  router.get('/bulk-uploads/:id/errors', async (req, res, next) => {
+  // Admin and operator only: the report holds the rows' raw cells, phones and e-mails included (issue 15).
+  router.get('/bulk-uploads/:id/errors', requireRole('admin', 'operator'), async (req, res, next) => {
     const id = uuidParam(req, next);
     if (!id) return;
     const job = await getBulkUpload(ctx.pool, callerOf(res).aggregatorId, id);
