@@ -20,7 +20,7 @@ import { withReportColumnsIgnored } from '../lib/aggregator/bulk/error-report.ts
 import { matchHeaders } from '../lib/aggregator/bulk/header-match.ts';
 import { createRowCoercer } from '../lib/aggregator/bulk/row-coercion.ts';
 import { openTable } from '../lib/aggregator/bulk/open-table.ts';
-import { TableFormatError, type Table } from '../lib/aggregator/bulk/table.ts';
+import { TableFormatError, tableLimits, type Table } from '../lib/aggregator/bulk/table.ts';
 import {
   CHUNK_TASK, failBulkUpload, FINISH_TASK, loadBulkUpload, type ChunkPayload, type UploadPayload,
 } from '../lib/aggregator/bulk/upload-jobs.ts';
@@ -64,7 +64,7 @@ export function bulkUploadStage(ctx: PlatformContext): Task {
       writing.catch(() => {});
     };
     try {
-      table = await openTable(() => ctx.storage.get(job.file_object_key), job.file_format);
+      table = await openTable(() => ctx.storage.get(job.file_object_key), job.file_format, tableLimits(ctx.config));
       const fieldNames = new Set(domain.fields.map((f) => f.name));
       const coerce = createRowCoercer(ctx.network, domain,
         matchHeaders(domain, table.headers, withReportColumnsIgnored(table.headers, job.column_map, fieldNames)));

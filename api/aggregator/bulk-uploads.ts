@@ -27,7 +27,7 @@ import { getSavedMapping } from '../../lib/aggregator/bulk/saved-mappings.ts';
 import { openTable } from '../../lib/aggregator/bulk/open-table.ts';
 import { createPreview, getPreview, MAX_PREVIEW_ROWS, type PreviewJson } from '../../lib/aggregator/bulk/preview.ts';
 import { suggestMapping } from '../../lib/aggregator/bulk/suggest.ts';
-import { TableFormatError } from '../../lib/aggregator/bulk/table.ts';
+import { TableFormatError, tableLimits } from '../../lib/aggregator/bulk/table.ts';
 import type { Domain } from '../../lib/network/config.ts';
 import {
   createBulkUpload, getBulkUpload, listBulkUploads, loadBulkUpload, sourceObjectKey, startBulkUpload,
@@ -302,7 +302,7 @@ export function bulkUploadRoutes(ctx: PlatformContext): Router {
     const domain = ctx.network.domains.get(job.participant_type)!;
     let table;
     try {
-      table = await openTable(() => ctx.storage.get(job.file_object_key), job.file_format);
+      table = await openTable(() => ctx.storage.get(job.file_object_key), job.file_format, tableLimits(ctx.config));
     } catch (err) {
       if (err instanceof TableFormatError) throw new HttpError(422, `The file cannot be read: ${err.message}`, { code: 'unreadable_file' });
       throw err;

@@ -22,7 +22,7 @@ import { openJson, sealJson } from './sealed.ts';
 import { matchHeaders } from './header-match.ts';
 import { openTable } from './open-table.ts';
 import { createRowCoercer, type FieldError } from './row-coercion.ts';
-import { TableFormatError, type Table } from './table.ts';
+import { DEFAULT_TABLE_LIMITS, TableFormatError, type Table, type TableLimits } from './table.ts';
 import type { BulkUploadRecord } from './upload-jobs.ts';
 
 export const PREVIEW_TASK = 'bulk-upload-preview';
@@ -72,7 +72,7 @@ export interface PreviewJson extends Partial<PreviewResult> {
  * stored file through `open` (a fresh stream per call) and the aggregator's participants through `db`.
  * @throws errors of storage or the database (the task is retried); never for file content.
  */
-export async function previewUpload(deps: { db: Queryable; pii: PiiCrypto; network: Network }, job: BulkUploadRecord, domain: Domain,
+export async function previewUpload(deps: { db: Queryable; pii: PiiCrypto; network: Network; limits?: TableLimits }, job: BulkUploadRecord, domain: Domain,
   limit: number, open: () => Promise<Readable>): Promise<PreviewResult> {
   const result: PreviewResult = {
     rows_read: 0, counts: { passed: 0, failed: 0, skipped: 0 }, rows: [], headers: [], ignored_columns: [], encoding: null, sheet: null, file_problem: null,
@@ -81,7 +81,7 @@ export async function previewUpload(deps: { db: Queryable; pii: PiiCrypto; netwo
   const pending: { row: PreviewRow; keys: ParticipantKeys }[] = [];
   const privateFields = new Set(domain.fields.filter((f) => f.private).map((f) => f.name));
   try {
-    table = await openTable(open, job.file_format);
+    table = await openTable(open, job.file_format, deps.limits ?? DEFAULT_TABLE_LIMITS);
     Object.assign(result, { headers: table.headers, encoding: table.encoding ?? null, sheet: table.sheet ?? null });
     const mapping = matchHeaders(domain, table.headers,
       withReportColumnsIgnored(table.headers, job.column_map, new Set(domain.fields.map((f) => f.name))));
