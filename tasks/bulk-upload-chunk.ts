@@ -18,7 +18,8 @@
  * is created or counted twice.
  */
 import type { Task } from 'graphile-worker';
-import { withReportColumnsIgnored } from '../lib/aggregator/bulk/error-report.ts';
+import { withReportColumnsIgnored, type SealedRow } from '../lib/aggregator/bulk/error-report.ts';
+import { openJson, sealJson } from '../lib/aggregator/bulk/sealed.ts';
 import { matchHeaders } from '../lib/aggregator/bulk/header-match.ts';
 import { createRowCoercer, type FieldError, type RowOutcome } from '../lib/aggregator/bulk/row-coercion.ts';
 import { FINISH_TASK, loadBulkUpload, type BulkUploadRecord, type ChunkPayload, type UploadPayload } from '../lib/aggregator/bulk/upload-jobs.ts';
@@ -72,28 +73,32 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
   return async (payload) => {
     const { upload_id: uploadId, chunk_index: chunkIndex } = payload as ChunkPayload;
     await withTransaction(ctx.pool, async (client) => {
-      const { rows: [chunk] } = await client.query<{ rows: StagedRow[] | null; done_at: string | null }>(
-        `SELECT rows, done_at FROM aggregator.bulk_upload_chunks WHERE upload_id = $1 AND chunk_index = $2 FOR UPDATE`,
+      const { rows: [chunk] } = await client.query<{ rows: StagedRow[] | null; rows_sealed: string | null; done_at: string | null }>(
+        `SELECT rows, rows_sealed, done_at FROM aggregator.bulk_upload_chunks WHERE upload_id = $1 AND chunk_index = $2 FOR UPDATE`,
         [uploadId, chunkIndex]);
       if (!chunk || chunk.done_at) return;
       const job = await loadBulkUpload(client, uploadId);
       if (!job || job.status !== 'running') return;
       const domain = ctx.network.domains.get(job.participant_type)!;
-      const rows = chunk.rows ?? [];
+      // Chunks staged before issue 15 hold plaintext `rows`.
+      const rows = chunk.rows_sealed ? openJson<StagedRow[]>(ctx.pii, chunk.rows_sealed) : chunk.rows ?? [];
       const results = await onboardRows(client, job, domain, coercerFor(job, domain), rows);
 
       const failed = results.filter((r) => r.outcome === 'failed').length;
       const skipped = results.length - failed;
       const passed = rows.length - results.length;
       if (results.length) {
+        // Cells and reasons (which may quote a cell) encrypted: PII at rest (lib/aggregator/bulk/sealed.ts).
         await client.query(
-          `INSERT INTO aggregator.bulk_upload_rows (upload_id, row_number, outcome, cells, errors)
-           SELECT $1, x.row_number, x.outcome, x.cells, x.errors
-             FROM json_to_recordset($2::json) AS x(row_number integer, outcome text, cells jsonb, errors jsonb)`,
-          [uploadId, JSON.stringify(results.map((r) => ({ row_number: r.rowNumber, outcome: r.outcome, cells: r.cells, errors: r.errors })))]);
+          `INSERT INTO aggregator.bulk_upload_rows (upload_id, row_number, outcome, sealed)
+           SELECT $1, x.row_number, x.outcome, x.sealed
+             FROM json_to_recordset($2::json) AS x(row_number integer, outcome text, sealed text)`,
+          [uploadId, JSON.stringify(results.map((r) => ({
+            row_number: r.rowNumber, outcome: r.outcome, sealed: sealJson(ctx.pii, { cells: r.cells, errors: r.errors } satisfies SealedRow),
+          })))]);
       }
       await client.query(
-        `UPDATE aggregator.bulk_upload_chunks SET done_at = now(), rows = NULL, passed = $3, failed = $4, skipped = $5
+        `UPDATE aggregator.bulk_upload_chunks SET done_at = now(), rows = NULL, rows_sealed = NULL, passed = $3, failed = $4, skipped = $5
           WHERE upload_id = $1 AND chunk_index = $2`, [uploadId, chunkIndex, passed, failed, skipped]);
       // The row lock of this update orders chunks finishing together: exactly one sees the last count.
       const { rows: [progress] } = await client.query<{ chunks_done: number; chunk_count: number }>(

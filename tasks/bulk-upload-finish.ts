@@ -22,7 +22,7 @@ export function bulkUploadFinish(ctx: PlatformContext): Task {
     let key: string | null = null;
     if (job.failed + job.skipped > 0) {
       key = errorReportObjectKey(job.aggregator_id, uploadId);
-      await ctx.storage.put(key, errorReportStream(ctx.pool, uploadId, job.headers ?? []), { contentType: 'text/csv; charset=utf-8' });
+      await ctx.storage.put(key, errorReportStream(ctx.pool, ctx.pii, uploadId, job.headers ?? []), { contentType: 'text/csv; charset=utf-8' });
     }
     await ctx.pool.query(
       `UPDATE aggregator.bulk_uploads

@@ -9,6 +9,7 @@ import type { Task } from 'graphile-worker';
 import { completePreview, previewUpload, type PreviewPayload } from '../lib/aggregator/bulk/preview.ts';
 import { loadBulkUpload } from '../lib/aggregator/bulk/upload-jobs.ts';
 import type { PlatformContext } from '../lib/context.ts';
+import { tableLimits } from '../lib/aggregator/bulk/table.ts';
 
 /** The `bulk-upload-preview` task (see the module comment). */
 export function bulkUploadPreview(ctx: PlatformContext): Task {
@@ -20,8 +21,8 @@ export function bulkUploadPreview(ctx: PlatformContext): Task {
     const job = await loadBulkUpload(ctx.pool, preview.upload_id);
     const domain = job && ctx.network.domains.get(job.participant_type);
     if (!job || !domain) return;
-    const result = await previewUpload({ db: ctx.pool, pii: ctx.pii, network: ctx.network }, job, domain, preview.rows,
+    const result = await previewUpload({ db: ctx.pool, pii: ctx.pii, network: ctx.network, limits: tableLimits(ctx.config) }, job, domain, preview.rows,
       () => ctx.storage.get(job.file_object_key));
-    await completePreview(ctx.pool, previewId, result);
+    await completePreview(ctx.pool, ctx.pii, previewId, result);
   };
 }

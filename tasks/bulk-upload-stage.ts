@@ -1,8 +1,8 @@
 /**
  * Task `bulk-upload-stage` {upload_id}: reads the stored file once, from start to end, matches its
  * header row to the participant schema and stages the data rows in chunks of
- * BULK_UPLOAD_CHUNK_ROWS consecutive rows (aggregator.bulk_upload_chunks, one JSON value per
- * chunk: few, large writes). Then it records the header, total_rows and the chunk count and
+ * BULK_UPLOAD_CHUNK_ROWS consecutive rows (aggregator.bulk_upload_chunks, one encrypted JSON value
+ * per chunk: few, large writes; lib/aggregator/bulk/sealed.ts). Then it records the header, total_rows and the chunk count and
  * enqueues one `bulk-upload-chunk` job per chunk.
  *
  * Repetitions within the file are settled here, in file order, so that the chunks are independent
@@ -20,12 +20,13 @@ import { withReportColumnsIgnored } from '../lib/aggregator/bulk/error-report.ts
 import { matchHeaders } from '../lib/aggregator/bulk/header-match.ts';
 import { createRowCoercer } from '../lib/aggregator/bulk/row-coercion.ts';
 import { openTable } from '../lib/aggregator/bulk/open-table.ts';
-import { TableFormatError, type Table } from '../lib/aggregator/bulk/table.ts';
+import { TableFormatError, tableLimits, type Table } from '../lib/aggregator/bulk/table.ts';
 import {
   CHUNK_TASK, failBulkUpload, FINISH_TASK, loadBulkUpload, type ChunkPayload, type UploadPayload,
 } from '../lib/aggregator/bulk/upload-jobs.ts';
 import type { PlatformContext } from '../lib/context.ts';
 import { withTransaction } from '../lib/platform/db.ts';
+import { sealJson } from '../lib/aggregator/bulk/sealed.ts';
 import { enqueue, enqueueMany } from '../lib/platform/jobs.ts';
 import { createRepeatTracker, type Repeat } from '../lib/aggregator/bulk/duplicates.ts';
 
@@ -57,13 +58,13 @@ export function bulkUploadStage(ctx: PlatformContext): Task {
       const index = chunks++;
       await writing;
       writing = ctx.pool.query(
-        `INSERT INTO aggregator.bulk_upload_chunks (upload_id, chunk_index, first_row_number, last_row_number, row_count, rows)
-         VALUES ($1, $2, $3, $4, $5, $6::json)`,
-        [uploadId, index, rows[0][0], rows[rows.length - 1][0], rows.length, JSON.stringify(rows)]);
+        `INSERT INTO aggregator.bulk_upload_chunks (upload_id, chunk_index, first_row_number, last_row_number, row_count, rows_sealed)
+         VALUES ($1, $2, $3, $4, $5, $6)`,
+        [uploadId, index, rows[0][0], rows[rows.length - 1][0], rows.length, sealJson(ctx.pii, rows)]);
       writing.catch(() => {});
     };
     try {
-      table = await openTable(() => ctx.storage.get(job.file_object_key), job.file_format);
+      table = await openTable(() => ctx.storage.get(job.file_object_key), job.file_format, tableLimits(ctx.config));
       const fieldNames = new Set(domain.fields.map((f) => f.name));
       const coerce = createRowCoercer(ctx.network, domain,
         matchHeaders(domain, table.headers, withReportColumnsIgnored(table.headers, job.column_map, fieldNames)));

@@ -11,4 +11,6 @@ export const crontab = [
   '*/5 * * * * aggregator-dashboards-refresh ?max=1&jobKey=aggregator-dashboards-refresh&priority=20',
   // People: delete expired one-time codes, login flows and old sessions (tasks/signals-prune.ts).
   '17 3 * * * signals-prune ?max=3&jobKey=signals-prune&priority=30',
+  // Bulk uploads: delete files, error reports and error rows past BULK_RETENTION_DAYS (tasks/bulk-upload-retention.ts).
+  '41 * * * * bulk-upload-retention ?max=3&jobKey=bulk-upload-retention&priority=30',
 ].join('\n');

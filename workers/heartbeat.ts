@@ -22,6 +22,7 @@ export async function startHeartbeat(pool: Pool, workerId: string, jobWorkerIds:
      ON CONFLICT (worker_id) DO UPDATE SET last_seen_at = now(), job_worker_ids = EXCLUDED.job_worker_ids`,
     [workerId, os.hostname(), process.pid, jobWorkerIds]);
   await beat();
+  await releaseCrashedLocalWorkers(pool, workerId);
   await releaseDeadWorkers(pool);
   let beats = 0;
   const timer = setInterval(() => {
@@ -47,6 +48,30 @@ export async function releaseDeadWorkers(db: Queryable): Promise<number> {
        SELECT graphile_worker.force_unlock_workers(array_agg(id)) FROM dead, unnest(job_worker_ids) AS id HAVING count(*) > 0)
      SELECT (SELECT count(*) FROM dead) AS n, (SELECT count(*) FROM unlocked) AS unlocked`, [DEAD_MS / 1000]);
   return rows[0].n;
+}
+
+/**
+ * Unlocks at once the jobs of worker processes of this host whose process no longer exists (a
+ * SIGKILL, a power cut: issue 15's crash drills), rather than after DEAD_MS. Only a pid that is
+ * certainly gone counts (`kill(pid, 0)` fails with ESRCH); a live or reused pid is left to DEAD_MS.
+ * @returns the number of crashed processes found.
+ */
+export async function releaseCrashedLocalWorkers(db: Queryable, ownWorkerId: string): Promise<number> {
+  const { rows } = await db.query<{ worker_id: string; pid: number }>(
+    'SELECT worker_id, pid FROM platform.worker_heartbeats WHERE hostname = $1 AND worker_id <> $2', [os.hostname(), ownWorkerId]);
+  const gone = rows.filter((r) => {
+    try {
+      process.kill(r.pid, 0);
+      return false;
+    } catch (err) {
+      return (err as NodeJS.ErrnoException).code === 'ESRCH';
+    }
+  }).map((r) => r.worker_id);
+  if (gone.length === 0) return 0;
+  await db.query(
+    `WITH dead AS (DELETE FROM platform.worker_heartbeats WHERE worker_id = ANY($1) RETURNING job_worker_ids)
+     SELECT graphile_worker.force_unlock_workers(array_agg(id)) FROM dead, unnest(job_worker_ids) AS id HAVING count(*) > 0`, [gone]);
+  return gone.length;
 }
 
 /** Whether any worker (or any on `hostname`: one container's, for its healthcheck) beat recently, and how many. */

@@ -31,6 +31,7 @@ import { voiceExport } from '../tasks/voice-export.ts';
 import { SEND_MESSAGE_TASK } from '../lib/signals/messages.ts';
 import { signalsSendMessage } from '../tasks/signals-send-message.ts';
 import { PRUNE_TASK, signalsPrune } from '../tasks/signals-prune.ts';
+import { bulkUploadRetention, RETENTION_TASK } from '../tasks/bulk-upload-retention.ts';
 
 export function createTaskList(ctx: PlatformContext): TaskList {
   return {
@@ -52,5 +53,6 @@ export function createTaskList(ctx: PlatformContext): TaskList {
     [VOICE_EXPORT_TASK]: voiceExport(ctx),
     [SEND_MESSAGE_TASK]: signalsSendMessage(ctx),
     [PRUNE_TASK]: signalsPrune(ctx),
+    [RETENTION_TASK]: bulkUploadRetention(ctx),
   };
 }

@@ -27,7 +27,7 @@ import { getSavedMapping } from '../../lib/aggregator/bulk/saved-mappings.ts';
 import { openTable } from '../../lib/aggregator/bulk/open-table.ts';
 import { createPreview, getPreview, MAX_PREVIEW_ROWS, type PreviewJson } from '../../lib/aggregator/bulk/preview.ts';
 import { suggestMapping } from '../../lib/aggregator/bulk/suggest.ts';
-import { TableFormatError } from '../../lib/aggregator/bulk/table.ts';
+import { TableFormatError, tableLimits } from '../../lib/aggregator/bulk/table.ts';
 import type { Domain } from '../../lib/network/config.ts';
 import {
   BULK_UPLOAD_STATUSES, createBulkUpload, getBulkUpload, type BulkUploadJson, type BulkUploadRecord, listBulkUploads, loadBulkUpload,
@@ -208,7 +208,7 @@ export async function matchSuggestions(ctx: PlatformContext, job: BulkUploadReco
   const domain = ctx.network.domains.get(job.participant_type)!;
   let table;
   try {
-    table = await openTable(() => ctx.storage.get(job.file_object_key), job.file_format);
+    table = await openTable(() => ctx.storage.get(job.file_object_key), job.file_format, tableLimits(ctx.config));
   } catch (err) {
     if (err instanceof TableFormatError) throw new HttpError(422, `The file cannot be read: ${err.message}`, { code: 'unreadable_file' });
     throw err;
@@ -363,31 +363,38 @@ export function bulkUploadRoutes(ctx: PlatformContext): Router {
     if (job.status !== 'pending') {
       throw new HttpError(409, `Bulk upload ${id} is ${job.status}; a dry run is for a pending job (before start)`, { code: 'bulk_upload_not_pending' });
     }
-    let preview: PreviewJson = await createPreview(ctx.pool, id, rows, caller.subject);
+    let preview: PreviewJson = await createPreview(ctx.pool, ctx.pii, id, rows, caller.subject);
     // A bounded wait: small previews answer at once, larger ones (or a busy worker) are polled.
     const deadline = Date.now() + ctx.config.BULK_PREVIEW_WAIT_MS;
     while (preview.status === 'pending' && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, PREVIEW_POLL_MS));
-      preview = (await getPreview(ctx.pool, id, preview.preview_id))!;
+      preview = (await getPreview(ctx.pool, ctx.pii, id, preview.preview_id))!;
     }
     res.status(preview.status === 'pending' ? 202 : 200).location(`/v1/bulk-uploads/${id}/previews/${preview.preview_id}`).json(preview);
   });
 
-  router.get('/bulk-uploads/:id/previews/:previewId', async (req, res, next) => {
+  // Admin and operator only, as the dry run itself: the result holds names and reasons quoting cells (issue 15).
+  router.get('/bulk-uploads/:id/previews/:previewId', requireRole('admin', 'operator'), async (req, res, next) => {
     const id = uuidParam(req, next);
     if (!id) return;
     const previewId = String(req.params.previewId);
     const job = UUID.test(previewId) ? await getBulkUpload(ctx.pool, callerOf(res).aggregatorId, id) : null;
-    const preview = job ? await getPreview(ctx.pool, id, previewId.toLowerCase()) : null;
+    const preview = job ? await getPreview(ctx.pool, ctx.pii, id, previewId.toLowerCase()) : null;
     if (!preview) throw new HttpError(404, `No preview ${previewId} of bulk upload ${id}`);
     res.json(preview);
   });
 
-  router.get('/bulk-uploads/:id/errors', async (req, res, next) => {
+  // Admin and operator only: the report holds the rows' raw cells, phones and e-mails included (issue 15).
+  router.get('/bulk-uploads/:id/errors', requireRole('admin', 'operator'), async (req, res, next) => {
     const id = uuidParam(req, next);
     if (!id) return;
     const job = await getBulkUpload(ctx.pool, callerOf(res).aggregatorId, id);
     if (!job) throw new HttpError(404, `No bulk upload ${id}`);
+    if (job.purged_at) {
+      throw new HttpError(410, `The error report of bulk upload ${id} was deleted on ${job.purged_at}, with the file and its rows, `
+        + `${ctx.config.BULK_RETENTION_DAYS} days after the job ended (data retention, BULK_RETENTION_DAYS); correct and upload the file again if needed`,
+      { code: 'error_report_expired' });
+    }
     if (!job.errors_csv_object_key) {
       throw new HttpError(404, job.status === 'completed'
         ? `Bulk upload ${id} has no error report: no row failed or was skipped`

@@ -208,7 +208,8 @@ export function voiceRoutes(ctx: PlatformContext): Router {
     });
   });
 
-  router.get('/campaign/exports/:job_id', async (req, res, next) => {
+  // Admin and operator only, as POST /v1/dashboard/export/profiles: the CSV holds decrypted contacts (issue 15).
+  router.get('/campaign/exports/:job_id', requireRole('admin', 'operator'), async (req, res, next) => {
     const id = jobIdParam(req, next);
     if (!id) return;
     const job = await loadVoiceJob(ctx.pool, id);

@@ -18,6 +18,7 @@ import type { Caller } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
 import { parse } from '../http/validation.ts';
 import { consoleRole, languageOf, renderPage, translator } from './render.ts';
+import { openJson } from '../../lib/aggregator/bulk/sealed.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Failed and skipped rows per page of a job's table. */
@@ -65,7 +66,7 @@ export function uploadPages(ctx: PlatformContext): Router {
   router.get('/uploads/:id', async (req, res) => {
     const job = await jobOf(req, res);
     const { page, preview: previewId } = parse(jobQuery, req.query, 'query');
-    const preview = previewId ? await getPreview(ctx.pool, job.upload_id, previewId) : null;
+    const preview = previewId ? await getPreview(ctx.pool, ctx.pii, job.upload_id, previewId) : null;
     // Before the start, an operator sees how the file's columns match the fields, to save as a mapping.
     let suggestions: Awaited<ReturnType<typeof matchSuggestions>> | null = null;
     let suggestionProblem: string | null = null;
@@ -78,12 +79,15 @@ export function uploadPages(ctx: PlatformContext): Router {
       }
     }
     const mapping = job.mapping_id ? await getSavedMapping(ctx.pool, callerOf(res).aggregatorId, job.mapping_id, job.mapping_version ?? undefined) : null;
-    const { rows } = await ctx.pool.query<{ row_number: number; outcome: string; errors: { field: string | null; message: string }[] }>(
-      `SELECT row_number, outcome, errors FROM aggregator.bulk_upload_rows WHERE upload_id = $1
+    type Reason = { field: string | null; message: string };
+    const { rows } = await ctx.pool.query<{ row_number: number; outcome: string; sealed: string | null; errors: Reason[] | null }>(
+      `SELECT row_number, outcome, sealed, errors FROM aggregator.bulk_upload_rows WHERE upload_id = $1
         ORDER BY row_number LIMIT $2 OFFSET $3`, [job.upload_id, ROWS_PER_PAGE + 1, (page - 1) * ROWS_PER_PAGE]);
     const fields = new Map((ctx.network.domains.get(job.participant_type)?.fields ?? []).map((f) => [f.name, f.label]));
-    const problemRows = rows.slice(0, ROWS_PER_PAGE).map((r) => ({
-      ...r, errors: r.errors.map((e) => ({ ...e, label: e.field ? fields.get(e.field) ?? e.field : null })),
+    // The reasons are stored sealed with the row's cells (they may quote them): opened for the caller's page only.
+    const problemRows = rows.slice(0, ROWS_PER_PAGE).map(({ row_number, outcome, sealed, errors }) => ({
+      row_number, outcome,
+      errors: (sealed ? openJson<{ errors: Reason[] }>(ctx.pii, sealed).errors : errors ?? []).map((e) => ({ ...e, label: e.field ? fields.get(e.field) ?? e.field : null })),
     }));
     const view = req.header('hx-request') === 'true' && (req.header('hx-target') ?? '').includes('problem-rows') ? 'upload-rows' : 'upload';
     renderPage(req, res, view, { job, suggestions, suggestionProblem, mappingName: mapping?.name ?? null, rows: problemRows, page, hasMore: rows.length > ROWS_PER_PAGE, perPage: ROWS_PER_PAGE, preview, fieldLabel: (name: string | null) => (name ? fields.get(name) ?? name : null) });
@@ -105,11 +109,11 @@ export function uploadPages(ctx: PlatformContext): Router {
   router.post('/uploads/:id/preview', consoleRole('admin', 'operator'), async (req, res) => {
     const job = await jobOf(req, res);
     if (job.status !== 'pending') throw new HttpError(409, translator(languageOf(req))('dryrun.notpending'));
-    let preview: PreviewJson = await createPreview(ctx.pool, job.upload_id, DRY_RUN_ROWS, callerOf(res).subject);
+    let preview: PreviewJson = await createPreview(ctx.pool, ctx.pii, job.upload_id, DRY_RUN_ROWS, callerOf(res).subject);
     const deadline = Date.now() + ctx.config.BULK_PREVIEW_WAIT_MS;
     while (preview.status === 'pending' && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, PREVIEW_POLL_MS));
-      preview = (await getPreview(ctx.pool, job.upload_id, preview.preview_id))!;
+      preview = (await getPreview(ctx.pool, ctx.pii, job.upload_id, preview.preview_id))!;
     }
     res.redirect(303, `/console/uploads/${job.upload_id}?preview=${preview.preview_id}#dry-run`);
   });

@@ -80,6 +80,21 @@ export const configSchema = z.object({
   // run before answering 202 with the preview to poll (0: never waits).
   BULK_PREVIEW_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(10_000),
 
+  // Issue 15 (hardening): retention of bulk-upload data and the limits of an uploaded table
+  // (docs/decisions.md "Hardening").
+  /** Days after a bulk upload completes or fails (or, never started, was created) before its file, error report and error rows are deleted. */
+  BULK_RETENTION_DAYS: positiveInt.max(3650).default(30),
+  /** Most columns a table may have (header row or any data row). */
+  BULK_MAX_COLUMNS: positiveInt.max(16_384).default(1000),
+  /** Longest cell, in characters (Excel's own limit is 32,767). */
+  BULK_MAX_CELL_CHARS: positiveInt.max(4 * 1024 * 1024).default(32_767),
+  /** Most data rows a table may have (an Excel sheet holds 1,048,575 below its header). */
+  BULK_MAX_ROWS: positiveInt.default(1_048_575),
+  /** Most bytes the parts of an XLSX file may decompress to, in all (a zip bomb is refused at upload). */
+  BULK_XLSX_MAX_UNCOMPRESSED_BYTES: byteSize.default(1000 * 1000 * 1000),
+  /** Largest compression ratio of one part of an XLSX file (uncompressed / compressed size). */
+  BULK_XLSX_MAX_RATIO: positiveInt.default(200),
+
   /** Embeddings: `auto` uses transformers when the model loads, else the built-in hashing provider. */
   EMBEDDING_PROVIDER: z.enum(['auto', 'transformers', 'hashing']).default('auto'),
   /** Sentence-embedding model (transformers.js model id). */

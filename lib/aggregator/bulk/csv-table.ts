@@ -125,7 +125,7 @@ function csvError(err: unknown, row: number, line: number): Error {
     case 'CSV_QUOTE_NOT_CLOSED':
       return new TableFormatError(`${where} opens a quoted field that is never closed (a closing " is missing), so the rest of the file cannot be read`);
     case 'CSV_MAX_RECORD_SIZE':
-      return new TableFormatError(`${where} is longer than ${MAX_RECORD_CHARS} characters; most likely a quoted field is never closed`);
+      return new TableFormatError(`${where} is longer than ${MAX_RECORD_CHARS.toLocaleString('en-US')} characters: a quoted field is never closed, or a cell is far too long (at most BULK_MAX_CELL_CHARS characters per cell)`);
     default:
       return new TableFormatError(`${where} is not valid CSV: ${err.message}`);
   }

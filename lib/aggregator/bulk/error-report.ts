@@ -11,7 +11,9 @@
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { stringify } from 'csv-stringify';
+import type { PiiCrypto } from '../../platform/crypto.ts';
 import type { Queryable } from '../../platform/db.ts';
+import { openJson } from './sealed.ts';
 import type { Mapping } from './mapping.ts';
 import type { FieldError } from './row-coercion.ts';
 
@@ -38,11 +40,19 @@ export function withReportColumnsIgnored(headers: string[], columnMap: Mapping |
   return { ...Object.fromEntries(extra.map((c) => [c, null])), ...columnMap };
 }
 
+/** What aggregator.bulk_upload_rows.sealed holds, encrypted (lib/aggregator/bulk/sealed.ts). */
+export interface SealedRow {
+  cells: string[];
+  errors: FieldError[];
+}
+
 interface ReportRow {
   row_number: number;
   outcome: 'failed' | 'skipped';
-  cells: string[];
-  errors: FieldError[];
+  sealed: string | null;
+  // Plaintext of rows written before issue 15 (sealed is then null).
+  cells: string[] | null;
+  errors: FieldError[] | null;
 }
 
 const PAGE_ROWS = 5000;
@@ -50,20 +60,22 @@ const PAGE_ROWS = 5000;
 /**
  * Streams the report of upload `uploadId` as CSV (UTF-8 with a BOM, RFC 4180 quoting, CRLF), reading its
  * failed and skipped rows from aggregator.bulk_upload_rows page by page in row order — never the
- * whole report in memory. Rows longer than the header row keep their extra cells at the end.
+ * whole report in memory — and decrypting each with `pii` (the only place they are opened).
+ * Rows longer than the header row keep their extra cells at the end.
  */
-export function errorReportStream(db: Queryable, uploadId: string, headers: string[]): Readable {
+export function errorReportStream(db: Queryable, pii: PiiCrypto, uploadId: string, headers: string[]): Readable {
   async function* records() {
     yield [...REPORT_COLUMNS, ...headers];
     let after = 0;
     for (;;) {
       const { rows } = await db.query<ReportRow>(
-        `SELECT row_number, outcome, cells, errors FROM aggregator.bulk_upload_rows
+        `SELECT row_number, outcome, sealed, cells, errors FROM aggregator.bulk_upload_rows
           WHERE upload_id = $1 AND row_number > $2 ORDER BY row_number LIMIT $3`, [uploadId, after, PAGE_ROWS]);
       for (const r of rows) {
-        const fields = [...new Set(r.errors.map((e) => e.field))];
-        const messages = r.errors.map((e) => (e.message.startsWith(e.field) ? e.message : `${e.field}: ${e.message}`));
-        yield [String(r.row_number), r.outcome, fields.join('; '), messages.join('; '), ...r.cells].map(protectCell);
+        const { cells, errors } = r.sealed ? openJson<SealedRow>(pii, r.sealed) : { cells: r.cells ?? [], errors: r.errors ?? [] };
+        const fields = [...new Set(errors.map((e) => e.field))];
+        const messages = errors.map((e) => (e.message.startsWith(e.field) ? e.message : `${e.field}: ${e.message}`));
+        yield [String(r.row_number), r.outcome, fields.join('; '), messages.join('; '), ...cells].map(protectCell);
       }
       if (rows.length < PAGE_ROWS) return;
       after = rows[rows.length - 1].row_number;

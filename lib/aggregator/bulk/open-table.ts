@@ -1,15 +1,17 @@
 /** Opening a stored table in the reader of its format (the dispatcher above csv-table.ts and xlsx-table.ts). */
 import type { Readable } from 'node:stream';
 import { openCsvTable } from './csv-table.ts';
-import type { Table, TableFormat } from './table.ts';
+import { DEFAULT_TABLE_LIMITS, withLimits, type Table, type TableFormat, type TableLimits } from './table.ts';
 import { openXlsxTable } from './xlsx-table.ts';
 
 /**
  * Opens a stored table. `open` returns a fresh stream of the stored file each call (it may be
- * called twice: CSV is read once to choose its encoding, then parsed).
+ * called more than once: CSV is read once to choose its encoding, XLSX once to check its
+ * decompressed size, then parsed). The table is held to `limits` (table.ts `withLimits`).
  * @throws TableFormatError "the file is empty", "the file has no header row", an encoding that
- *   cannot be determined, or an unreadable workbook; errors of `open` itself pass through.
+ *   cannot be determined, an unreadable or damaged workbook, a limit exceeded; errors of `open`
+ *   itself pass through.
  */
-export async function openTable(open: () => Promise<Readable>, format: TableFormat): Promise<Table> {
-  return format === 'csv' ? openCsvTable(open) : openXlsxTable(open);
+export async function openTable(open: () => Promise<Readable>, format: TableFormat, limits: TableLimits = DEFAULT_TABLE_LIMITS): Promise<Table> {
+  return withLimits(format === 'csv' ? await openCsvTable(open) : await openXlsxTable(open, limits), limits);
 }

@@ -18,10 +18,11 @@ import type { Domain, Network } from '../../network/config.ts';
 import { findRegistered, participantKeys, type ParticipantKeys } from '../participants.ts';
 import { createRepeatTracker, registeredReasons, repeatReasons } from './duplicates.ts';
 import { withReportColumnsIgnored } from './error-report.ts';
+import { openJson, sealJson } from './sealed.ts';
 import { matchHeaders } from './header-match.ts';
 import { openTable } from './open-table.ts';
 import { createRowCoercer, type FieldError } from './row-coercion.ts';
-import { TableFormatError, type Table } from './table.ts';
+import { DEFAULT_TABLE_LIMITS, TableFormatError, type Table, type TableLimits } from './table.ts';
 import type { BulkUploadRecord } from './upload-jobs.ts';
 
 export const PREVIEW_TASK = 'bulk-upload-preview';
@@ -71,7 +72,7 @@ export interface PreviewJson extends Partial<PreviewResult> {
  * stored file through `open` (a fresh stream per call) and the aggregator's participants through `db`.
  * @throws errors of storage or the database (the task is retried); never for file content.
  */
-export async function previewUpload(deps: { db: Queryable; pii: PiiCrypto; network: Network }, job: BulkUploadRecord, domain: Domain,
+export async function previewUpload(deps: { db: Queryable; pii: PiiCrypto; network: Network; limits?: TableLimits }, job: BulkUploadRecord, domain: Domain,
   limit: number, open: () => Promise<Readable>): Promise<PreviewResult> {
   const result: PreviewResult = {
     rows_read: 0, counts: { passed: 0, failed: 0, skipped: 0 }, rows: [], headers: [], ignored_columns: [], encoding: null, sheet: null, file_problem: null,
@@ -80,7 +81,7 @@ export async function previewUpload(deps: { db: Queryable; pii: PiiCrypto; netwo
   const pending: { row: PreviewRow; keys: ParticipantKeys }[] = [];
   const privateFields = new Set(domain.fields.filter((f) => f.private).map((f) => f.name));
   try {
-    table = await openTable(open, job.file_format);
+    table = await openTable(open, job.file_format, deps.limits ?? DEFAULT_TABLE_LIMITS);
     Object.assign(result, { headers: table.headers, encoding: table.encoding ?? null, sheet: table.sheet ?? null });
     const mapping = matchHeaders(domain, table.headers,
       withReportColumnsIgnored(table.headers, job.column_map, new Set(domain.fields.map((f) => f.name))));
@@ -118,15 +119,18 @@ export async function previewUpload(deps: { db: Queryable; pii: PiiCrypto; netwo
 }
 
 const iso = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS ${column}`;
-const COLUMNS = `preview_id, upload_id, status, rows AS rows_requested, result, ${iso('created_at')}, ${iso('completed_at')}`;
+const COLUMNS = `preview_id, upload_id, status, rows AS rows_requested, result, result_sealed, ${iso('created_at')}, ${iso('completed_at')}`;
 
-function toJson(row: Omit<PreviewJson, keyof PreviewResult> & { result: PreviewResult | null }): PreviewJson {
-  const { result, ...rest } = row;
-  return { ...rest, ...result };
+type PreviewRecord = Omit<PreviewJson, keyof PreviewResult> & { result: PreviewResult | null; result_sealed: string | null };
+
+/** The API's view of a stored preview; a sealed result is decrypted here (`result` is that of a preview made before issue 15). */
+function toJson(pii: PiiCrypto, row: PreviewRecord): PreviewJson {
+  const { result, result_sealed: sealed, ...rest } = row;
+  return { ...rest, ...(sealed ? openJson<PreviewResult>(pii, sealed) : result) };
 }
 
 /** Records a pending dry run of `uploadId` over `rows` rows and enqueues its task, in one transaction. */
-export async function createPreview(pool: Pool, uploadId: string, rows: number, createdBy: string): Promise<PreviewJson> {
+export async function createPreview(pool: Pool, pii: PiiCrypto, uploadId: string, rows: number, createdBy: string): Promise<PreviewJson> {
   return withTransaction(pool, async (client) => {
     const previewId = randomUUID();
     const { rows: [row] } = await client.query(
@@ -134,19 +138,22 @@ export async function createPreview(pool: Pool, uploadId: string, rows: number, 
       [previewId, uploadId, rows, createdBy]);
     // Ahead of queued chunks (lower runs first): an operator is waiting for it.
     await enqueue(client, { task: PREVIEW_TASK, payload: { preview_id: previewId } satisfies PreviewPayload, jobKey: `${PREVIEW_TASK}:${previewId}`, priority: -10 });
-    return toJson(row);
+    return toJson(pii, row);
   });
 }
 
-/** Preview `previewId` of upload `uploadId`, or null. */
-export async function getPreview(db: Queryable, uploadId: string, previewId: string): Promise<PreviewJson | null> {
-  const { rows } = await db.query(`SELECT ${COLUMNS} FROM aggregator.bulk_upload_previews WHERE preview_id = $1 AND upload_id = $2`, [previewId, uploadId]);
-  return rows[0] ? toJson(rows[0]) : null;
+/** Preview `previewId` of upload `uploadId`, or null; its result decrypted with `pii`. */
+export async function getPreview(db: Queryable, pii: PiiCrypto, uploadId: string, previewId: string): Promise<PreviewJson | null> {
+  const { rows } = await db.query<PreviewRecord>(`SELECT ${COLUMNS} FROM aggregator.bulk_upload_previews WHERE preview_id = $1 AND upload_id = $2`, [previewId, uploadId]);
+  return rows[0] ? toJson(pii, rows[0]) : null;
 }
 
-/** Records the result of a pending preview (a no-op when it is no longer pending). */
-export async function completePreview(db: Queryable, previewId: string, result: PreviewResult): Promise<void> {
+/**
+ * Records the result of a pending preview (a no-op when it is no longer pending), encrypted with
+ * `pii`: it holds the rows' values and reasons that quote cells (PII at rest, issue 15).
+ */
+export async function completePreview(db: Queryable, pii: PiiCrypto, previewId: string, result: PreviewResult): Promise<void> {
   await db.query(
-    `UPDATE aggregator.bulk_upload_previews SET status = 'completed', result = $2, completed_at = now()
-      WHERE preview_id = $1 AND status = 'pending'`, [previewId, JSON.stringify(result)]);
+    `UPDATE aggregator.bulk_upload_previews SET status = 'completed', result_sealed = $2, completed_at = now()
+      WHERE preview_id = $1 AND status = 'pending'`, [previewId, sealJson(pii, result)]);
 }

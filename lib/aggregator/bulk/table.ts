@@ -37,6 +37,79 @@ export interface Table {
   close(): void;
 }
 
+/**
+ * Limits of an uploaded table (issue 15; README "Limits and retention", docs/decisions.md
+ * "Hardening"). A file beyond one fails with a TableFormatError naming the limit and its variable.
+ */
+export interface TableLimits {
+  /** Most cells in the header row or any data row (BULK_MAX_COLUMNS). */
+  maxColumns: number;
+  /** Longest cell, in characters (BULK_MAX_CELL_CHARS). */
+  maxCellChars: number;
+  /** Most non-blank data rows (BULK_MAX_ROWS). */
+  maxRows: number;
+  /** XLSX: most bytes all parts may decompress to (BULK_XLSX_MAX_UNCOMPRESSED_BYTES). */
+  maxUncompressedBytes: number;
+  /** XLSX: largest uncompressed / compressed size of the file's parts (BULK_XLSX_MAX_RATIO). */
+  maxRatio: number;
+}
+
+/** The documented defaults (lib/platform/config.ts holds the same values). */
+export const DEFAULT_TABLE_LIMITS: TableLimits = {
+  maxColumns: 1000, maxCellChars: 32_767, maxRows: 1_048_575, maxUncompressedBytes: 1000 * 1000 * 1000, maxRatio: 200,
+};
+
+/** The limits a platform configuration sets. */
+export function tableLimits(config: {
+  BULK_MAX_COLUMNS: number; BULK_MAX_CELL_CHARS: number; BULK_MAX_ROWS: number; BULK_XLSX_MAX_UNCOMPRESSED_BYTES: number; BULK_XLSX_MAX_RATIO: number;
+}): TableLimits {
+  return {
+    maxColumns: config.BULK_MAX_COLUMNS, maxCellChars: config.BULK_MAX_CELL_CHARS, maxRows: config.BULK_MAX_ROWS,
+    maxUncompressedBytes: config.BULK_XLSX_MAX_UNCOMPRESSED_BYTES, maxRatio: config.BULK_XLSX_MAX_RATIO,
+  };
+}
+
+const count = (n: number) => n.toLocaleString('en-US');
+
+/**
+ * `table` with its header and rows checked against `limits`: more columns than maxColumns, a cell
+ * longer than maxCellChars or more than maxRows data rows end the reading with a TableFormatError.
+ * @throws TableFormatError when the header row is beyond a limit.
+ */
+export function withLimits(table: Table, limits: TableLimits): Table {
+  const check = (values: string[], where: string) => {
+    if (values.length > limits.maxColumns) {
+      throw new TableFormatError(`${where} has ${count(values.length)} columns; at most ${count(limits.maxColumns)} are accepted (BULK_MAX_COLUMNS): remove the extra columns`);
+    }
+    for (let i = 0; i < values.length; i++) {
+      if (values[i].length > limits.maxCellChars) {
+        throw new TableFormatError(`${where}, column ${columnLetter(i)} holds ${count(values[i].length)} characters; a cell may hold at most ${count(limits.maxCellChars)} (BULK_MAX_CELL_CHARS): shorten it`);
+      }
+    }
+  };
+  try {
+    check(table.headers, 'the header row');
+  } catch (err) {
+    table.close();
+    throw err;
+  }
+  async function* rows(): AsyncGenerator<TableRow> {
+    let n = 0;
+    try {
+      for await (const row of table.rows) {
+        if (++n > limits.maxRows) {
+          throw new TableFormatError(`the file has more than ${count(limits.maxRows)} data rows (BULK_MAX_ROWS); split it into smaller files`);
+        }
+        check(row.values, `row ${row.rowNumber}`);
+        yield row;
+      }
+    } finally {
+      table.close();
+    }
+  }
+  return { ...table, rows: rows() };
+}
+
 /** A cell as the table reports it: trimmed of all Unicode white space. */
 export function cleanCell(cell: string): string {
   return cell.trim();

@@ -63,6 +63,8 @@ export interface BulkUploadJson {
   /** Rows with an outcome so far (passed + failed + skipped). */
   processed_rows: number;
   updated_at: string;
+  /** When the file, error report and error rows were deleted, BULK_RETENTION_DAYS after completion (issue 15). */
+  purged_at: string | null;
 }
 
 /** The job as stored, for the tasks. */
@@ -81,7 +83,7 @@ const iso = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-
 const JSON_COLUMNS = `upload_id, status, status_reason, participant_type, total_rows, passed, failed, skipped,
   errors_csv_object_key, schema_id, schema_version, ${iso('created_at')}, ${iso('completed_at')}, file_name, file_format,
   file_size_bytes, column_map, mapping_id, mapping_version, created_by, attested_by, ${iso('attested_at')}, ${iso('started_at')}, encoding, sheet,
-  passed + failed + skipped AS processed_rows, ${iso('updated_at')}`;
+  passed + failed + skipped AS processed_rows, ${iso('updated_at')}, ${iso('purged_at')}`;
 
 const RECORD_COLUMNS = `${JSON_COLUMNS}, aggregator_id, org_id, file_object_key, headers, ${iso('staged_at')}, chunk_count, chunks_done`;
 

@@ -11,7 +11,8 @@
  */
 import type { Readable } from 'node:stream';
 import ExcelJS from 'exceljs';
-import { cleanCell, isBlankRow, TableFormatError, type Table, type TableRow } from './table.ts';
+import { cleanCell, DEFAULT_TABLE_LIMITS, isBlankRow, TableFormatError, type Table, type TableLimits, type TableRow } from './table.ts';
+import { checkXlsxParts } from './xlsx-parts.ts';
 
 /** Name of the grid tab of our XLSX template (lib/bulk/template.ts); read in preference to other tabs. */
 export const TEMPLATE_GRID_SHEET = 'Participants';
@@ -32,11 +33,14 @@ interface WorkbookReader extends AsyncIterable<WorksheetReader> {
 }
 
 /**
- * Opens an XLSX table (see `openTable`); rowNumber is the worksheet's own row number.
- * @throws TableFormatError when the workbook cannot be read or has no sheet with data ("the file
- *   has no header row"), and (from the rows iterator) for a formula cell without a stored result.
+ * Opens an XLSX table (see `openTable`); rowNumber is the worksheet's own row number. The file is
+ * first checked part by part (xlsx-parts.ts: decompressed size and ratio in `limits`, damage).
+ * @throws TableFormatError when the workbook is a zip bomb, damaged or cannot be read, or has no
+ *   sheet with data ("the file has no header row"), and (from the rows iterator) for a formula
+ *   cell without a stored result.
  */
-export async function openXlsxTable(open: () => Promise<Readable>): Promise<Table> {
+export async function openXlsxTable(open: () => Promise<Readable>, limits: TableLimits = DEFAULT_TABLE_LIMITS): Promise<Table> {
+  await checkXlsxParts(await open(), limits);
   const input = await open();
   // A failure of the stored file's stream is not a problem of the file's format: pass it on as is.
   let inputError: Error | undefined;
@@ -152,7 +156,12 @@ function isDateFormat(format: string | undefined): boolean {
   return !!format && /[ymdhsb]/i.test(format.replace(/\[[^\]]*]/g, '').replace(/"[^"]*"/g, ''));
 }
 
+/**
+ * The operator's reason for a workbook exceljs could not read. Never the runtime error's own text
+ * (such as "Cannot read properties of undefined"): it names our code, not the file (issue 15).
+ */
 function unreadable(err: unknown): Error {
   if (err instanceof TableFormatError) return err;
-  return new TableFormatError(`the XLSX file could not be read (${(err as Error)?.message ?? String(err)}); is it a valid .xlsx workbook?`);
+  return new TableFormatError('the XLSX workbook is malformed: one of its parts (workbook, worksheet, styles or shared strings) could not be read; '
+    + 'open it in Excel or LibreOffice and save it again as .xlsx, or save it as CSV');
 }
