@@ -218,7 +218,6 @@ async function main(): Promise<void> {
       measured_at: new Date().toISOString(),
       machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, memory_gb: Math.round(os.totalmem() / 1e9) },
       load_average: { at_start: loadStart.map((l) => Number(l.toFixed(2))), at_end: loadEnd.map((l) => Number(l.toFixed(2))) },
-      note: 'the 2 cores are shared with five other helpers building other issues at the same time',
       items: ITEMS, chunk_items: config.VOICE_CHUNK_ITEMS, batch_size: config.VOICE_PROVIDER_BATCH_SIZE, worker_concurrency: config.WORKER_CONCURRENCY,
       provider_failure_rate: Number(FAILURE_RATE),
       create_request_seconds: Number(createSeconds.toFixed(2)),
