@@ -21,7 +21,7 @@
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createReadStream, createWriteStream, existsSync, openAsBlob } from 'node:fs';
-import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -40,6 +40,7 @@ import { startEmbeddedPostgres } from '../lib/platform/embedded-postgres.ts';
 import { createLogger } from '../lib/platform/logger.ts';
 import { startPlatform, type PlatformHandle } from '../bin/platform.ts';
 import { freePort } from '../lib/platform/free-port.ts';
+import { cpuSeconds, postgresCpuSeconds } from './cpu.ts';
 
 const run = promisify(execFile);
 const repo = fileURLToPath(new URL('..', import.meta.url));
@@ -60,29 +61,6 @@ async function firstRecords(limit: number, target: string): Promise<void> {
   await pipeline(Readable.from(records()), stringify({ record_delimiter: 'windows' }), createWriteStream(target));
 }
 
-const CLOCK_TICKS = 100; // USER_HZ on Linux
-
-/** CPU seconds of a process: its own, and of its children it has waited for (/proc/PID/stat). */
-async function cpuSeconds(pid: number): Promise<{ own: number; children: number }> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
-  if (!stat) return { own: 0, children: 0 };
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  // After the command name: state(0) ppid(1) … utime(11) stime(12) cutime(13) cstime(14).
-  return { own: (Number(f[11]) + Number(f[12])) / CLOCK_TICKS, children: (Number(f[13]) + Number(f[14])) / CLOCK_TICKS };
-}
-
-/** CPU seconds used by the PostgreSQL server so far: the postmaster, its live and its ended backends. */
-async function postgresCpuSeconds(clusterDir: string): Promise<number> {
-  const postmaster = Number((await readFile(path.join(clusterDir, 'postmaster.pid'), 'utf8')).split('\n')[0]);
-  const { own, children } = await cpuSeconds(postmaster);
-  let live = 0;
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
-    if (stat && Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === postmaster) live += (await cpuSeconds(Number(entry))).own;
-  }
-  return own + children + live;
-}
 
 /** Resident set size now (VmRSS) and at its peak so far (VmHWM) of a live process, in MB. */
 async function rssMb(pid: number): Promise<{ now: number; peak: number }> {

@@ -16,7 +16,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmod, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -30,6 +30,7 @@ import { startEmbeddedPostgres } from '../lib/platform/embedded-postgres.ts';
 import { freePort } from '../lib/platform/free-port.ts';
 import { createLogger } from '../lib/platform/logger.ts';
 import { migrate } from '../lib/platform/migrate.ts';
+import { cpuSeconds, postgresCpuSeconds } from './cpu.ts';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const RESULTS = path.join(repo, 'bench/results/voice.json');
@@ -68,28 +69,6 @@ async function rssMb(pid: number): Promise<{ now: number; peak: number }> {
   return { now: kb('VmRSS') / 1024, peak: kb('VmHWM') / 1024 };
 }
 
-const CLOCK_TICKS = 100; // USER_HZ on Linux
-
-/** CPU seconds of a live process: its own, and its waited-for children's (/proc/PID/stat). */
-async function cpuSeconds(pid: number): Promise<{ own: number; children: number }> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
-  if (!stat) return { own: 0, children: 0 };
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return { own: (Number(f[11]) + Number(f[12])) / CLOCK_TICKS, children: (Number(f[13]) + Number(f[14])) / CLOCK_TICKS };
-}
-
-/** CPU seconds used by PostgreSQL so far: the postmaster, its live and its ended backends. */
-async function postgresCpuSeconds(clusterDir: string): Promise<number> {
-  const postmaster = Number((await readFile(path.join(clusterDir, 'postmaster.pid'), 'utf8')).split('\n')[0]);
-  const { own, children } = await cpuSeconds(postmaster);
-  let live = 0;
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
-    if (stat && Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === postmaster) live += (await cpuSeconds(Number(entry))).own;
-  }
-  return own + children + live;
-}
 
 /**
  * Polls `url` at POLL_RATE requests/s for `seconds` with autocannon; every response time is kept

@@ -15,9 +15,9 @@ import type { PlatformContext } from '../../lib/context.ts';
 import { withTransaction } from '../../lib/platform/db.ts';
 import {
   createItemStateValidators, getItem, itemInputProblem, itemInputSchema, LifecycleError, LIFECYCLE_STATUSES,
-  listItemsChangedSince, setLifecycleStatus, upsertItems,
+  listItemsChangedSince, setLifecycleStatus, upsertItems, type ItemPerson,
 } from '../../lib/network/items.ts';
-import { itemPersonProblem, linkItemsToPeople, type ItemPerson } from '../../lib/signals/people.ts';
+import { itemPersonProblem, linkItemsToPeople } from '../../lib/signals/people.ts';
 import { HttpError } from '../http/errors.ts';
 import { API_EXAMPLES, itemRecordDoc } from '../http/openapi.ts';
 import type { RouteDoc } from '../http/route-doc.ts';

@@ -6,21 +6,8 @@
  * the configured body size per request, one result per item.
  */
 import type { PiiCrypto } from '../platform/crypto.ts';
-import type { ItemInput, LifecycleStatus } from '../network/items.ts';
+import type { ItemInput, ItemPerson, LifecycleStatus } from '../network/items.ts';
 import { requestIdHeader } from '../platform/request-context.ts';
-
-/**
- * The person an item belongs to, as signals takes it (api/signals/items.ts): ciphertexts and hex
- * blind indexes of the platform's PII crypto only, never plaintext. Signals links the item to the
- * user holding the phone or e-mail index, or creates that user.
- */
-export interface ItemPerson {
-  name_encrypted?: string;
-  phone_encrypted?: string;
-  email_encrypted?: string;
-  phone_index?: string;
-  email_index?: string;
-}
 
 /** An item pushed to signals, optionally with its person. */
 export type PushedItem = ItemInput & { person?: ItemPerson };

@@ -258,3 +258,16 @@ export async function listItemsChangedSince(db: Queryable, after: { updatedAt: s
     [after?.updatedAt ?? null, after?.itemId ?? '00000000-0000-0000-0000-000000000000', limit]);
   return rows;
 }
+
+/**
+ * The person an item stands for, as a pushing service sends it with the item (issue 7): the
+ * ciphertexts and blind indexes (hex of the 32-byte HMAC) of the platform's PII crypto only, never
+ * plaintext. Signals links the item to the user holding the phone or e-mail index, or creates one.
+ */
+export interface ItemPerson {
+  name_encrypted?: string;
+  phone_encrypted?: string;
+  email_encrypted?: string;
+  phone_index?: string;
+  email_index?: string;
+}

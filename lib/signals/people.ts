@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { parsePhoneNumberFromString, type CountryCode } from 'libphonenumber-js/max';
 import type { PiiCrypto } from '../platform/crypto.ts';
 import type { Queryable } from '../platform/db.ts';
+import type { ItemPerson } from '../network/items.ts';
 
 export const USER_STATUSES = ['active', 'disabled', 'pending_guardian'] as const;
 export type UserStatus = (typeof USER_STATUSES)[number];
@@ -155,15 +156,6 @@ export async function userOfItem(db: Queryable, itemId: string): Promise<string 
   return rows[0]?.user_id ?? null;
 }
 
-/** A person as the aggregator sends it with an item: ciphertexts and blind indexes (hex) only. */
-export interface ItemPerson {
-  name_encrypted?: string;
-  phone_encrypted?: string;
-  email_encrypted?: string;
-  /** Hex of the 32-byte blind index. */
-  phone_index?: string;
-  email_index?: string;
-}
 
 /**
  * Why `person` is not a well-formed encrypted person of this platform, or null: every ciphertext
