@@ -62,10 +62,13 @@ export interface UsearchIndexDeps {
   /** DATA_DIR. */
   dataDir: string;
   version: ModelVersion;
+  /**
+   * Threads that build the index (default: every core). 1 gives the same graph for the same rows
+   * (threads interleave insertions), which comparisons of two indexes need; one index must always
+   * be built with one thread count (usearch reserves per-thread state when it grows).
+   */
+  threads?: number;
 }
-
-/** Below this many vectors the index is built on one thread, so that it is reproducible. */
-const DETERMINISTIC_BUILD_ROWS = 5_000;
 
 /**
  * HNSW settings: 16 links per node; 128 candidates kept while adding and 256 while searching
@@ -102,7 +105,7 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
   const dir = path.join(deps.dataDir, 'search-index');
   const file = path.join(dir, `${name}.usearch`);
   const metaFile = `${file}.json`;
-  const threads = Math.max(1, os.availableParallelism?.() ?? os.cpus().length);
+  const threads = deps.threads ?? Math.max(1, os.availableParallelism?.() ?? os.cpus().length);
 
   let state: State = 'loading';
   let index: Index | undefined;
@@ -197,10 +200,7 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
       });
       // Steps of 500 vectors: each blocks the event loop for a fraction of a second at most.
       for (let i = 0; i < rows.length; i += 500) {
-        // Small indexes are built on one thread: the same rows then give the same graph (threads
-        // interleave insertions), at a cost no one notices below a few thousand vectors.
-        const buildThreads = built.size() + rows.length < DETERMINISTIC_BUILD_ROWS ? 1 : threads;
-        built.add(keys.subarray(i, i + 500), vectors.subarray(i * dimensions, Math.min(rows.length, i + 500) * dimensions), buildThreads);
+        built.add(keys.subarray(i, i + 500), vectors.subarray(i * dimensions, Math.min(rows.length, i + 500) * dimensions), threads);
         await yieldToEventLoop();
       }
       after = rows.at(-1)!.k;

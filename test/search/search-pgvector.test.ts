@@ -129,7 +129,8 @@ beforeAll(async () => {
   expect(await readVectorBackend(pool)).toBe('usearch');
   await load(pool, data);
   dataDir = await tempDir();
-  usearch = openUsearchIndex({ pool: pool as never, logger: createLogger('silent'), dataDir, version: provider.version });
+  // One build thread: the same rows give the same graph, so the comparison below is reproducible.
+  usearch = openUsearchIndex({ pool: pool as never, logger: createLogger('silent'), dataDir, version: provider.version, threads: 1 });
   await usearch.whenSettled();
   expect(await usearch.size(pool)).toBe(data.filter((r) => r.lifecycle_status === 'live').length);
   exactEngine = createSearchEngine({ network, backend: 'usearch', provider, index: usearch, exactMaxRows: 0, totalExactBound: ROWS, transaction: (fn) => withTransaction(pool, fn) });
