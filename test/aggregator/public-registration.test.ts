@@ -220,8 +220,10 @@ describe('a push that fails', () => {
       const { body: link } = await request(down.url('aggregator')).post('/v1/links/create').set('authorization', `Bearer ${a.token}`).send({ domain: 'seeker', status: 'live' });
       const res = await request(down.url('aggregator')).post(`/public/v1/aggregators/${a.orgSlug}/registrations/${link.slug}`).send(PRIYA);
       expect(res.status).toBe(201);
+      // graphile-worker counts an attempt when it takes the job; the error is recorded once it fails.
       const job = await until('a failed attempt', async () => (await down.ctx.pool.query(
-        `SELECT attempts, max_attempts, last_error FROM graphile_worker.jobs WHERE task_identifier = 'aggregator-push-participant' AND attempts > 0`)).rows[0]);
+        `SELECT attempts, max_attempts, last_error FROM graphile_worker.jobs
+          WHERE task_identifier = 'aggregator-push-participant' AND attempts > 0 AND last_error IS NOT NULL`)).rows[0]);
       expect(job.last_error).toContain('signals did not answer');
       expect(job.attempts).toBeLessThan(job.max_attempts);
       const { rows: [p] } = await down.ctx.pool.query('SELECT pushed_at FROM aggregator.participants WHERE participant_id = $1', [res.body.submission_id]);
