@@ -1,4 +1,4 @@
-import { createReadStream, existsSync, readFileSync } from 'node:fs';
+import { createReadStream, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -7,6 +7,7 @@ import { createRowCoercer, type RowOutcome } from '../../lib/aggregator/bulk/row
 import { openTable } from '../../lib/aggregator/bulk/open-table.ts';
 import { TableFormatError } from '../../lib/aggregator/bulk/table.ts';
 import { loadNetwork, type Domain, type Network } from '../../lib/network/config.ts';
+import { absent, NEEDS_SHARED, titled } from '../helpers/requires.ts';
 
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 const sharedData = path.resolve(repoRoot, '../shared/data');
@@ -206,7 +207,8 @@ describe('row coercion and validation', () => {
 });
 
 // The real datasets live outside the repository (../shared); without them these tests cannot run.
-describe.skipIf(!existsSync(HARYANA_PUNJAB) || !existsSync(SOUTH_WEST))('real PMGSY facilities through the whole layer (needs ../shared/data)', () => {
+const noData = absent([HARYANA_PUNJAB, SOUTH_WEST], NEEDS_SHARED);
+describe.skipIf(noData !== '')(titled('real PMGSY facilities through the whole layer', noData), () => {
   /** Reads `file` through openTable → matchHeaders(column map fixture) → coercer, at most `limit` rows. */
   async function run(file: string, limit = Infinity) {
     const table = await openTable(async () => createReadStream(file), 'csv');

@@ -3,7 +3,7 @@
  * never copied into the repository) onboarded as providers through the HTTP API with the column
  * map fixture, checking the exact counts and what was stored.
  */
-import { createReadStream, existsSync } from 'node:fs';
+import { createReadStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parse } from 'csv-parse';
@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../helpers/cli.ts';
 import { csv, errorReport, itemsOf, onboard, participantsOf } from '../helpers/bulk-upload.ts';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.ts';
+import { absent, NEEDS_SHARED, titled } from '../helpers/requires.ts';
 
 const DATA = path.resolve(REPO_ROOT, '../shared/data');
 const MEDIUM = path.join(DATA, 'pmgsy-schools-clinics-haryana-punjab/pmgsy_education_medical_haryana_punjab.csv');
@@ -31,7 +32,8 @@ async function records(file: string, keep: (r: string[], index: number) => boole
 }
 
 // The shared datasets live next to the repository, not in it; without them there is nothing to onboard.
-describe.skipIf(!existsSync(MEDIUM) || !existsSync(LARGE))('real PMGSY facility files (../shared/data)', () => {
+const noData = absent([MEDIUM, LARGE], NEEDS_SHARED);
+describe.skipIf(noData !== '')(titled('real PMGSY facility files (../shared/data)', noData), () => {
   let platform: TestPlatform;
   let columnMap: Record<string, string | null>;
   beforeAll(async () => {

@@ -7,7 +7,7 @@
  * views the dashboard and switches to Hindi. axe-core finds no serious or critical violation on
  * each page; each step keeps a screenshot under test-artifacts/.
  */
-import { createReadStream, existsSync } from 'node:fs';
+import { createReadStream } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -20,13 +20,13 @@ import { csv } from '../helpers/bulk-upload.ts';
 import { REPO_ROOT } from '../helpers/cli.ts';
 import { consoleLinkFor } from '../helpers/console.ts';
 import { startTestPlatform, tempDir, type TestAggregator, type TestPlatform } from '../helpers/platform.ts';
+import { absent, CHROMIUM, NEEDS_CHROMIUM, NEEDS_SHARED, titled } from '../helpers/requires.ts';
 
 const require = createRequire(import.meta.url);
 // The functions given to page.evaluate run in the page; the project compiles without lib "dom".
 declare const window: Record<string, unknown>;
 declare const document: { getElementById(id: string): unknown; createElement(tag: string): any };
 type HTMLImageElement = { decode(): Promise<void> };
-const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = path.join(REPO_ROOT, 'test-artifacts');
 const PMGSY = path.join(REPO_ROOT, '../shared/data/pmgsy-schools-clinics-haryana-punjab/pmgsy_education_medical_haryana_punjab.csv');
 const COLUMN_MAP = path.join(REPO_ROOT, 'fixtures/column-maps/pmgsy-facilities.json');
@@ -36,8 +36,7 @@ const ROWS = 19_118;
 const BAD_EVERY = 10;
 const BROKEN = Math.floor(ROWS / BAD_EVERY);
 
-const why = !existsSync(CHROMIUM) ? `${CHROMIUM} is not installed; .ci/run installs Debian's chromium`
-  : !existsSync(PMGSY) ? `${PMGSY} is absent (../shared/data is not next to the repository)` : '';
+const why = absent([CHROMIUM], NEEDS_CHROMIUM) || absent([PMGSY], NEEDS_SHARED);
 
 /** The PMGSY file with every BAD_EVERY-th record's latitude broken. */
 async function pmgsyWithErrors(): Promise<Buffer> {
@@ -62,7 +61,7 @@ async function seriousViolations(page: Page): Promise<{ id: string; impact: stri
   return violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
 }
 
-describe.skipIf(why !== '')(`operator console in headless Chromium${why ? ` (skipped: ${why})` : ''}`, () => {
+describe.skipIf(why !== '')(titled('operator console in headless Chromium', why), () => {
   let platform: TestPlatform;
   let agg: TestAggregator;
   let browser: BrowserContext;

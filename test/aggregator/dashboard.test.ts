@@ -5,7 +5,6 @@
  * or repeats, the stored rollup within the TTL and refresh=true, exports scoped to the caller.
  */
 import { randomUUID } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parse as parseCsv } from 'csv-parse/sync';
@@ -18,6 +17,7 @@ import { withTransaction } from '../../lib/platform/db.ts';
 import { csv, onboard } from '../helpers/bulk-upload.ts';
 import { REPO_ROOT } from '../helpers/cli.ts';
 import { startTestPlatform, type TestAggregator, type TestPlatform } from '../helpers/platform.ts';
+import { absent, NEEDS_SHARED, titled } from '../helpers/requires.ts';
 
 const MEDIUM = path.resolve(REPO_ROOT, '../shared/data/pmgsy-schools-clinics-haryana-punjab/pmgsy_education_medical_haryana_punjab.csv');
 const COLUMN_MAP = path.join(REPO_ROOT, 'fixtures/column-maps/pmgsy-facilities.json');
@@ -35,7 +35,9 @@ const text = (req: request.Test) => req.buffer(true).parse((res, done) => {
   res.on('end', () => done(null, body));
 });
 
-describe.skipIf(!existsSync(MEDIUM))('dashboard and export after onboarding the real medium file and generated seekers', () => {
+// The real medium file lives outside the repository (../shared/data).
+const noData = absent([MEDIUM], NEEDS_SHARED);
+describe.skipIf(noData !== '')(titled('dashboard and export after onboarding the real medium file and generated seekers', noData), () => {
   let platform: TestPlatform;
   let agg: TestAggregator;
   let other: TestAggregator;

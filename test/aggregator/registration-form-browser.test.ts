@@ -5,7 +5,6 @@
  * same phone skipped, then the rate limit; the registered page is kept as a screenshot under
  * test-artifacts/. Skipped, saying why, only when /usr/bin/chromium is absent.
  */
-import { existsSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
@@ -13,12 +12,12 @@ import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../helpers/cli.ts';
 import { startTestPlatform, tempDir, type TestAggregator, type TestPlatform } from '../helpers/platform.ts';
+import { absent, CHROMIUM, NEEDS_CHROMIUM, titled } from '../helpers/requires.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = path.join(REPO_ROOT, 'test-artifacts');
-const present = existsSync(CHROMIUM);
+const noChromium = absent([CHROMIUM], NEEDS_CHROMIUM);
 
-describe.skipIf(!present)(`registration form page in headless Chromium${present ? '' : ` (skipped: ${CHROMIUM} is not installed; .ci/run installs Debian's chromium)`}`, () => {
+describe.skipIf(noChromium !== '')(titled('registration form page in headless Chromium', noChromium), () => {
   let platform: TestPlatform;
   let agg: TestAggregator;
   let browser: BrowserContext;

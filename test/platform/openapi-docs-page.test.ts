@@ -4,7 +4,6 @@
  * service blocked: the page renders offline and lists the service's routes. A screenshot of each
  * page is kept in test-artifacts/ (git-ignored).
  */
-import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -14,12 +13,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServiceName } from '../../api/http/service-app.ts';
 import { REPO_ROOT } from '../helpers/cli.ts';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.ts';
+import { absent, CHROMIUM, NEEDS_CHROMIUM, titled } from '../helpers/requires.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = path.join(REPO_ROOT, 'test-artifacts');
 const SERVICES: ServiceName[] = ['signals', 'search', 'aggregator'];
 
-describe.skipIf(!existsSync(CHROMIUM))(`the /docs reference page in headless Chromium${existsSync(CHROMIUM) ? '' : ` (skipped: ${CHROMIUM} is absent; apt-get install -y chromium)`}`, () => {
+const noChromium = absent([CHROMIUM], NEEDS_CHROMIUM);
+describe.skipIf(noChromium !== '')(titled('the /docs reference page in headless Chromium', noChromium), () => {
   let platform: TestPlatform;
   let browser: BrowserContext;
   let profile: string;

@@ -3,7 +3,6 @@
  * when the model loads, else hashing, said in the log and in /ready), and the real transformers.js
  * loading path, offline, with the tiny model in ../shared/models.
  */
-import { existsSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { Writable } from 'node:stream';
@@ -15,6 +14,7 @@ import { loadConfig } from '../../lib/platform/config.ts';
 import { cosineSimilarity, createEmbeddingProvider, createHashingProvider } from '../../lib/search/embeddings/index.ts';
 import { hashingVector } from '../../lib/search/embeddings/hashing.ts';
 import { startTestPlatform, tempDir, type TestPlatform } from '../helpers/platform.ts';
+import { absent, NEEDS_SHARED, titled } from '../helpers/requires.ts';
 
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 /** ../shared/models (outside the repository): the tiny offline test model. */
@@ -96,7 +96,8 @@ describe('choosing the provider at start-up', () => {
 });
 
 // The tiny model lives outside the repository (../shared/models); without it there is nothing to load.
-describe.skipIf(!existsSync(path.join(MODELS, TINY, 'onnx', 'model.onnx')))('transformers provider (tiny offline model)', () => {
+const noModel = absent([path.join(MODELS, TINY, 'onnx', 'model.onnx')], NEEDS_SHARED);
+describe.skipIf(noModel !== '')(titled('transformers provider (tiny offline model)', noModel), () => {
   const config = (env: Record<string, string> = {}) => loadConfig({
     DATA_DIR: '/tmp/ldp-unused', EMBEDDING_PROVIDER: 'transformers', EMBEDDING_MODEL: TINY, EMBEDDING_MODEL_PATH: MODELS, ...env,
   });
