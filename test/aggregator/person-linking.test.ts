@@ -7,6 +7,7 @@ import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { csv, onboard } from '../helpers/bulk-upload.ts';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.ts';
+import { until } from '../helpers/until.ts';
 
 let platform: TestPlatform;
 beforeAll(async () => {
@@ -17,16 +18,6 @@ afterAll(() => platform.stop());
 async function userOfItem(itemId: string): Promise<string | null> {
   const { rows: [row] } = await platform.ctx.pool.query<{ user_id: string | null }>('SELECT user_id FROM signals.items WHERE item_id = $1', [itemId]);
   return row?.user_id ?? null;
-}
-
-async function waitFor<T>(read: () => Promise<T | null>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (value !== null) return value;
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }
 
 describe('participants linked to people', () => {
@@ -56,7 +47,7 @@ describe('participants linked to people', () => {
       .send({ name: 'Asha Rani', phone: '+91 98123 00001', state: 'Haryana' });
     expect(registered.status).toBe(201);
     expect(registered.body.owned_elsewhere).toBe(true);
-    const linked = await waitFor(() => userOfItem(registered.body.submission_id));
+    const linked = await until('the registered participant linked to a user', () => userOfItem(registered.body.submission_id));
     expect(linked).toBe(ashaUser);
 
     const { rows: [users] } = await platform.ctx.pool.query<{ n: number }>(

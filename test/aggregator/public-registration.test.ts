@@ -8,6 +8,7 @@ import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { enqueue } from '../../lib/platform/jobs.ts';
 import { startTestPlatform, type TestAggregator, type TestPlatform } from '../helpers/platform.ts';
+import { until } from '../helpers/until.ts';
 
 let platform: TestPlatform;
 let agg: TestAggregator;
@@ -29,16 +30,6 @@ const publicPath = (a: TestAggregator, slug: string) => `/public/v1/aggregators/
 const register = (a: TestAggregator, slug: string, body: unknown) => api().post(publicPath(a, slug)).send(body as object);
 const metrics = async (a: TestAggregator, linkId: string) =>
   (await api().get(`/v1/links/${linkId}`).set('authorization', `Bearer ${a.token}`)).body.metrics;
-
-async function until<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 const PRIYA = {
   name: 'Priya Sharma', phone: '98765 43210', email: 'Priya.Sharma@Example.in', gender: 'Female', age: 24,

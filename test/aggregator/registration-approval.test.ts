@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createReview, reviewLinkKey, signReviewToken } from '../../lib/aggregator/review-links.ts';
 import { runLdp } from '../helpers/cli.ts';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.ts';
+import { until } from '../helpers/until.ts';
 
 const ADMIN = 'admin@network.test';
 let platform: TestPlatform;
@@ -22,16 +23,6 @@ const inbox: ParsedMail[] = [];
 
 function expectShapeC(body: any, title: string, code?: string) {
   expect(body).toEqual({ error: expect.objectContaining({ code: code ?? expect.any(String), title, detail: expect.any(String), requestId: expect.any(String), timestamp: expect.any(String) }) });
-}
-
-async function until<T>(what: string, probe: () => Promise<T | undefined | null | false> | T | undefined | null | false, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 /** The next e-mail to `to` whose subject contains `subject` (each message is taken once). */

@@ -8,6 +8,7 @@ import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HASHING_DIMENSIONS } from '../../lib/search/embeddings/index.ts';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.ts';
+import { until } from '../helpers/until.ts';
 
 let platform: TestPlatform;
 let signalsKey: string;
@@ -43,16 +44,6 @@ const facility = (state: Record<string, unknown> = {}, locations = [{ lat: 29.65
   item_locations: locations,
 });
 
-async function until<T>(check: () => Promise<T | undefined | false>, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 async function indexRow(id: string): Promise<IndexRow | undefined> {
   const { rows } = await platform.ctx.pool.query<IndexRow>(
     `SELECT item_id, lifecycle_status, item_state, search_text, content_hash, model_id, model_quantization, model_dimensions, embedding,
@@ -64,7 +55,7 @@ async function indexRow(id: string): Promise<IndexRow | undefined> {
 
 /** The index row once it reflects the item's `updated_at` at signals. */
 const indexedAt = (id: string, updatedAt: string) =>
-  until(async () => { const row = await indexRow(id); return row?.source_updated_at === updatedAt && row; }, `index of ${id} at ${updatedAt}`);
+  until(`index of ${id} at ${updatedAt}`, async () => { const row = await indexRow(id); return row?.source_updated_at === updatedAt && row; }, 20_000);
 
 async function put(item: Facility) {
   const res = await request(platform.url('signals')).put(`/api/v1/items/${item.item_id}`).set('x-api-key', signalsKey).send(item);
@@ -81,11 +72,11 @@ async function lifecycle(id: string, status: string) {
 /** Adds a job and waits until the worker has completed it. @throws its last error if it failed. */
 async function runJob(task: string, payload: unknown) {
   const job = await platform.worker!.runner.addJob(task, payload as never);
-  await until(async () => {
+  await until(`job ${task}`, async () => {
     const { rows } = await platform.ctx.pool.query('SELECT last_error FROM graphile_worker._private_jobs WHERE id = $1', [job.id]);
     if (rows[0]?.last_error) throw new Error(`${task} failed: ${rows[0].last_error}`);
     return rows.length === 0;
-  }, `job ${task}`);
+  }, 20_000);
 }
 
 const search = (intent: Record<string, unknown>) => request(platform.url('search')).post('/v1/search').set('x-api-key', searchKey).send({
@@ -164,7 +155,7 @@ describe('search-index-items', () => {
     const created = await put(item);
     await indexedAt(item.item_id, created.updated_at);
     await lifecycle(item.item_id, 'retired');
-    await until(async () => !(await indexRow(item.item_id)), 'retired item to leave the index');
+    await until('retired item to leave the index', async () => !(await indexRow(item.item_id)), 20_000);
     const { rows } = await platform.ctx.pool.query('SELECT 1 FROM search.retired_items WHERE item_id = $1', [item.item_id]);
     expect(rows).toHaveLength(1);
 

@@ -13,6 +13,7 @@ import { runSearch, type SearchEngine } from '../../lib/search/query.ts';
 import { searchBodySchema } from '../../lib/search/request.ts';
 import { openUsearchIndex, type UsearchIndex } from '../../lib/search/usearch-index.ts';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.ts';
+import { until } from '../helpers/until.ts';
 
 let platform: TestPlatform;
 let signalsKey: string;
@@ -33,18 +34,9 @@ const facility = (i: number) => ({
 });
 const items = Array.from({ length: 120 }, (_, i) => facility(i));
 
-async function until<T>(check: () => Promise<T | false | undefined>, what: string, ms = 30_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 const liveRows = async () => (await platform.ctx.pool.query(`SELECT count(*)::int AS n FROM search.items WHERE lifecycle_status = 'live'`)).rows[0].n as number;
 /** Waits until the index holds every live row (the catch-up has run past the last write). */
-const caughtUp = async (idx: UsearchIndex = index) => until(async () => idx.ready() && (await idx.size(platform.ctx.pool)) === await liveRows(), 'the index to catch up');
+const caughtUp = async (idx: UsearchIndex = index) => until('the index to catch up', async () => idx.ready() && (await idx.size(platform.ctx.pool)) === await liveRows());
 
 const body = (intent: Record<string, unknown>, pagination: Record<string, unknown> = {}) => searchBodySchema.parse({
   context: { messageId: 'm', networkId: 'local-discovery', domain: 'provider', itemType: 'facility' },
@@ -56,7 +48,7 @@ beforeAll(async () => {
   signalsKey = await platform.apiKey('signals');
   const res = await request(platform.url('signals')).post('/api/v1/items/batch').set('x-api-key', signalsKey).send({ items });
   expect(res.body.summary.created).toBe(items.length);
-  await until(async () => (await liveRows()) === items.length, 'items to be indexed');
+  await until('items to be indexed', async () => (await liveRows()) === items.length);
   index = (await usearchIndexOf(platform.ctx))!;
   await caughtUp();
   const engine = await import('../../lib/search/engine.ts').then((m) => m.searchEngine(platform.ctx));
@@ -113,8 +105,8 @@ describe('in-process vector index (usearch)', () => {
     const retired = items[1].item_id;
     expect((await request(platform.url('signals')).post(`/api/v1/items/${retired}/lifecycle`).set('x-api-key', signalsKey)
       .send({ lifecycle_status: 'retired' })).status).toBe(200);
-    await until(async () => (await liveRows()) === items.length - 1
-      && (await platform.ctx.pool.query(`SELECT 1 FROM search.items WHERE search_text LIKE '%Zoological%'`)).rows.length, 'signals changes to be indexed');
+    await until('signals changes to be indexed', async () => (await liveRows()) === items.length - 1
+      && (await platform.ctx.pool.query(`SELECT 1 FROM search.items WHERE search_text LIKE '%Zoological%'`)).rows.length);
     await caughtUp();
     const zoo = await runSearch(annEngine, body({ textSearch: 'zoological research' }));
     expect(zoo.message.items[0].item_id).toBe(edited.item_id);
