@@ -91,6 +91,29 @@ function taggedVersions(header: string | undefined): string[] {
   });
 }
 
+/**
+ * The serialised 200 answers of the last polled job pages (`<job_id>:<after seq>:<limit>`), each
+ * with the job version it shows: while a page's job is at that version, the same bytes are the
+ * answer (the version grows with every change of the job or its items), so a poller costs an
+ * index lookup of the job row, not a page of items built, parsed and serialised again. The org
+ * and channel are checked on every request before an answer is reused. Bounded: the oldest page
+ * is forgotten first.
+ */
+class AnswerCache {
+  static readonly MAX_PAGES = 64;
+  readonly #pages = new Map<string, { version: string; body: Buffer }>();
+
+  get(page: string) {
+    return this.#pages.get(page);
+  }
+
+  set(page: string, answer: { version: string; body: Buffer }) {
+    this.#pages.delete(page);
+    if (this.#pages.size >= AnswerCache.MAX_PAGES) this.#pages.delete(this.#pages.keys().next().value!);
+    this.#pages.set(page, answer);
+  }
+}
+
 function jobIdParam(req: Request, next: NextFunction): string | undefined {
   const id = String(req.params.job_id);
   if (!UUID.test(id)) {
@@ -181,14 +204,19 @@ export function voiceRoutes(ctx: PlatformContext): Router {
     res.json({ voice_jobs: jobs, page: page.page, limit: page.limit, total, has_more: page.page * page.limit < total });
   });
 
+  const answers = new AnswerCache();
   router.get('/campaign/voice/:job_id', async (req, res, next) => {
     const id = jobIdParam(req, next);
     if (!id) return;
     const query = parse(voiceJobQuery, req.query, 'query');
     const afterSeq = query.cursor === undefined ? -1 : decodeCursor(query.cursor);
     const ifNoneMatch = req.header('if-none-match');
+    const known = taggedVersions(ifNoneMatch);
+    const page = `${id}:${afterSeq}:${query.items_limit}`;
+    const answered = answers.get(page);
+    // The version the answer cache holds counts as known: the statement then skips the items.
     const polled = await pollVoiceJob(ctx.pool, id, {
-      orgId: callerOf(res).orgId, afterSeq, limit: query.items_limit, knownVersions: taggedVersions(ifNoneMatch),
+      orgId: callerOf(res).orgId, afterSeq, limit: query.items_limit, knownVersions: answered ? [...known, answered.version] : known,
     });
     if (!polled) throw new HttpError(404, `No voice job ${id}`);
     const { job } = polled;
@@ -198,14 +226,21 @@ export function voiceRoutes(ctx: PlatformContext): Router {
     }
     // The version grows with every change of the job or its items; the URL carries the page.
     res.set({ etag: `"${job.version}"`, 'cache-control': 'private, no-cache' });
-    if (polled.items === null || ifNoneMatch?.trim() === '*') {
+    if (known.includes(job.version) || ifNoneMatch?.trim() === '*') {
       res.status(304).end();
       return;
     }
-    res.json({
-      ...toJobJson(job), items: polled.items, items_limit: query.items_limit,
-      items_next_cursor: polled.nextSeq === null ? null : encodeCursor(polled.nextSeq),
-    });
+    let body: Buffer;
+    if (polled.items === null) {
+      body = answered!.body;
+    } else {
+      body = Buffer.from(JSON.stringify({
+        ...toJobJson(job), items: polled.items, items_limit: query.items_limit,
+        items_next_cursor: polled.nextSeq === null ? null : encodeCursor(polled.nextSeq),
+      }));
+      answers.set(page, { version: job.version, body });
+    }
+    res.type('application/json').send(body);
   });
 
   // Admin and operator only, as POST /v1/dashboard/export/profiles: the CSV holds decrypted contacts (issue 15).

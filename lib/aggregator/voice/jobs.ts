@@ -219,15 +219,19 @@ export interface PolledJob {
  * not depend on the job's size, nor on the planner's statistics of a freshly written job.
  */
 export async function pollVoiceJob(db: Queryable, jobId: string, options: { orgId: string; afterSeq: number; limit: number; knownVersions: string[] }): Promise<PolledJob | null> {
-  const { rows } = await db.query<VoiceJobRecord & { items: (VoiceItemJson & { seq: number })[] | null }>(
-    `SELECT ${COLUMNS},
+  // A named (prepared) statement: pollers send it hundreds of times a second, so each connection
+  // parses and plans it once.
+  const { rows } = await db.query<VoiceJobRecord & { items: (VoiceItemJson & { seq: number })[] | null }>({
+    name: 'voice-job-poll',
+    text: `SELECT ${COLUMNS},
        CASE WHEN j.org_id = $2 AND j.channel = 'voice' AND NOT (j.version::text = ANY($5::text[])) THEN coalesce((
          SELECT json_agg(json_build_object('item_id', i.item_id, 'status', i.status, 'provider_ref', coalesce(i.provider_ref, ''),
                   'provider_batch_ref', coalesce(i.provider_batch_ref, ''), 'skip_reason', coalesce(i.skip_reason, ''),
                   'error_reason', coalesce(i.error_reason, ''), 'seq', i.seq) ORDER BY i.seq)
            FROM aggregator.voice_job_items i WHERE i.job_id = j.job_id AND i.seq > $3 AND i.seq <= $3 + $4), '[]') END AS items
        FROM aggregator.voice_jobs j WHERE j.job_id = $1`,
-    [jobId, options.orgId, options.afterSeq, options.limit + 1, options.knownVersions]);
+    values: [jobId, options.orgId, options.afterSeq, options.limit + 1, options.knownVersions],
+  });
   const row = rows[0];
   if (!row) return null;
   const { items, ...job } = row;
