@@ -219,26 +219,26 @@ export function voiceRoutes(ctx: PlatformContext): Router {
       orgId: callerOf(res).orgId, afterSeq, limit: query.items_limit, knownVersions: answered ? [...known, answered.version] : known,
     });
     if (!polled) throw new HttpError(404, `No voice job ${id}`);
-    const { job } = polled;
-    if (job.org_id !== callerOf(res).orgId) throw new HttpError(403, `Voice job ${id} belongs to another organisation`, { code: 'forbidden' });
-    if (job.channel !== 'voice') {
-      throw new HttpError(403, `Job ${id} is an ${job.channel} job, not a voice job; its CSV is at /v1/campaign/exports/${id}`, { code: 'wrong_channel' });
+    if (polled.org_id !== callerOf(res).orgId) throw new HttpError(403, `Voice job ${id} belongs to another organisation`, { code: 'forbidden' });
+    if (polled.channel !== 'voice') {
+      throw new HttpError(403, `Job ${id} is an ${polled.channel} job, not a voice job; its CSV is at /v1/campaign/exports/${id}`, { code: 'wrong_channel' });
     }
     // The version grows with every change of the job or its items; the URL carries the page.
-    res.set({ etag: `"${job.version}"`, 'cache-control': 'private, no-cache' });
-    if (known.includes(job.version) || ifNoneMatch?.trim() === '*') {
+    res.set({ etag: `"${polled.version}"`, 'cache-control': 'private, no-cache' });
+    if (known.includes(polled.version) || ifNoneMatch?.trim() === '*') {
       res.status(304).end();
       return;
     }
     let body: Buffer;
-    if (polled.items === null) {
+    if (!polled.page) {
+      // Not the caller's version, so the one of the answer held (the statement skipped the page).
       body = answered!.body;
     } else {
+      const { job, items, nextSeq } = polled.page;
       body = Buffer.from(JSON.stringify({
-        ...toJobJson(job), items: polled.items, items_limit: query.items_limit,
-        items_next_cursor: polled.nextSeq === null ? null : encodeCursor(polled.nextSeq),
+        ...toJobJson(job), items, items_limit: query.items_limit, items_next_cursor: nextSeq === null ? null : encodeCursor(nextSeq),
       }));
-      answers.set(page, { version: job.version, body });
+      answers.set(page, { version: polled.version, body });
     }
     res.type('application/json').send(body);
   });
