@@ -240,7 +240,9 @@ export function voiceRoutes(ctx: PlatformContext): Router {
       }));
       answers.set(page, { version: polled.version, body });
     }
-    res.type('application/json').send(body);
+    // As res.json would set it, without its MIME lookup per request.
+    res.setHeader('content-type', 'application/json; charset=utf-8');
+    res.send(body);
   });
 
   // Admin and operator only, as POST /v1/dashboard/export/profiles: the CSV holds decrypted contacts (issue 15).
