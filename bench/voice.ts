@@ -10,8 +10,9 @@
  * Figures: create → all items final (seconds, items/s), the create request alone, worker peak RSS
  * (VmHWM), CPU seconds per process, poll latency p50/p95/p99 at BENCH_POLL_RATE req/s for
  * BENCH_POLL_SECONDS s while the job runs and for BENCH_POLL_AFTER_SECONDS (10) once it has
- * settled, the load average. Environment: BENCH_ITEMS (default 100000), BENCH_POLL_RATE (500), BENCH_POLL_SECONDS
- * (30), BENCH_FAILURE_RATE (0.02), VOICE_CHUNK_ITEMS, VOICE_PROVIDER_BATCH_SIZE, WORKER_CONCURRENCY.
+ * settled with the service's and PostgreSQL's CPU milliseconds per poll then, the load average. Environment: BENCH_ITEMS (default 100000), BENCH_POLL_RATE (500), BENCH_POLL_SECONDS
+ * (30), BENCH_FAILURE_RATE (0.02), VOICE_CHUNK_ITEMS, VOICE_PROVIDER_BATCH_SIZE, WORKER_CONCURRENCY;
+ * BENCH_PROFILE_DIR runs the aggregator service under `node --cpu-prof` writing its profile there.
  * Prints the figures and writes bench/results/voice.json.
  */
 import { randomUUID } from 'node:crypto';
@@ -39,12 +40,14 @@ const POLL_RATE = Number(process.env.BENCH_POLL_RATE ?? 500);
 const POLL_SECONDS = Number(process.env.BENCH_POLL_SECONDS ?? 30);
 const FAILURE_RATE = process.env.BENCH_FAILURE_RATE ?? '0.02';
 const POLL_AFTER_SECONDS = Number(process.env.BENCH_POLL_AFTER_SECONDS ?? 10);
+/** When set, the aggregator service runs under `node --cpu-prof` and writes its profile there on exit. */
+const PROFILE_DIR = process.env.BENCH_PROFILE_DIR;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Starts `ldp ...args`; resolves once its stdout matches `ready`. */
-function ldp(args: string[], env: NodeJS.ProcessEnv, ready: RegExp): Promise<{ child: ChildProcess; match: RegExpExecArray }> {
-  const child = spawn(process.execPath, [path.join(repo, 'bin/ldp.js'), ...args], { cwd: repo, env, stdio: ['ignore', 'pipe', 'inherit'] });
+function ldp(args: string[], env: NodeJS.ProcessEnv, ready: RegExp, nodeArgs: string[] = []): Promise<{ child: ChildProcess; match: RegExpExecArray }> {
+  const child = spawn(process.execPath, [...nodeArgs, path.join(repo, 'bin/ldp.js'), ...args], { cwd: repo, env, stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
     let out = '';
     child.stdout!.on('data', (d) => {
@@ -136,7 +139,7 @@ async function main(): Promise<void> {
     const logFile = path.join(dataDir, 'provider.log');
     const provider = await ldp(['voice-provider', '--port', String(providerPort), '--failure-rate', FAILURE_RATE, '--log', logFile], env, /listening on/);
     children.push(provider.child);
-    const service = await ldp(['serve', '--service', 'aggregator'], env, /aggregator\s+(\S+)/);
+    const service = await ldp(['serve', '--service', 'aggregator'], env, /aggregator\s+(\S+)/, PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : []);
     children.push(service.child);
     const base = service.match[1];
     const worker = spawn(process.execPath, [path.join(repo, 'bin/ldp.js'), 'worker'], { cwd: repo, env, stdio: ['ignore', 'ignore', 'inherit'] });
@@ -187,7 +190,18 @@ async function main(): Promise<void> {
     const cpu = Object.fromEntries(Object.entries(cpuAfter).map(([k, v]) => [k, Number((v - cpuBefore[k as keyof typeof cpuBefore]).toFixed(1))]));
     const during = await polling;
     // The same poll once the job has settled: what the poll path costs without the dispatch beside it.
-    const settled = await pollFor(`${base}/v1/campaign/voice/${jobId}`, auth, POLL_AFTER_SECONDS);
+    // Its CPU per request (the service's and PostgreSQL's, from /proc) is the figure that holds on a
+    // machine shared with other work, where latencies do not.
+    const settledCpuBefore = { service: (await cpuSeconds(service.child.pid!)).own, postgres: await postgresCpuSeconds(db.dataDir) };
+    const settledPoll = await pollFor(`${base}/v1/campaign/voice/${jobId}`, auth, POLL_AFTER_SECONDS);
+    const perRequestMs = (before: number, after: number) => Number(((after - before) * 1000 / settledPoll.requests).toFixed(3));
+    const settled = {
+      ...settledPoll,
+      cpu_ms_per_request: {
+        service: perRequestMs(settledCpuBefore.service, (await cpuSeconds(service.child.pid!)).own),
+        postgres: perRequestMs(settledCpuBefore.postgres, await postgresCpuSeconds(db.dataDir)),
+      },
+    };
     const loadEnd = os.loadavg();
     const { rows: [job] } = await ctx.pool.query('SELECT * FROM aggregator.voice_jobs WHERE job_id = $1', [jobId]);
     const log = (await readFile(logFile, 'utf8')).split('\n').filter(Boolean).map((l) => JSON.parse(l));

@@ -70,6 +70,9 @@ export function createAggregatorApp(ctx: PlatformContext): Express {
   // The operator console (issue 18) has its own cookie sessions: before bearerAuth.
   app.use('/console', consoleRoutes(ctx));
   app.use('/v1', bearerAuth(ctx));
+  // First after authentication: its status poll is the hottest route (hundreds of requests a
+  // second per job), and no other router claims /v1/campaign.
+  app.use('/v1', voiceRoutes(ctx));
   // Before the bulk-upload routes, so that /v1/bulk-uploads/template is not taken for an upload id.
   app.use('/v1', templateRoutes(ctx));
   // Who the bearer token says the caller is, as the service sees it.
@@ -86,7 +89,6 @@ export function createAggregatorApp(ctx: PlatformContext): Express {
   app.use('/v1', linkRoutes(ctx));
   app.use('/v1', supportRoutes(ctx));
   app.use('/v1', dashboardRoutes(ctx));
-  app.use('/v1', voiceRoutes(ctx));
   finishServiceApp(app, 'C');
   return app;
 }

@@ -91,6 +91,29 @@ function taggedVersions(header: string | undefined): string[] {
   });
 }
 
+/**
+ * The serialised 200 answers of the last polled job pages (`<job_id>:<after seq>:<limit>`), each
+ * with the job version it shows: while a page's job is at that version, the same bytes are the
+ * answer (the version grows with every change of the job or its items), so a poller costs an
+ * index lookup of the job row, not a page of items built, parsed and serialised again. The org
+ * and channel are checked on every request before an answer is reused. Bounded: the oldest page
+ * is forgotten first.
+ */
+class AnswerCache {
+  static readonly MAX_PAGES = 64;
+  readonly #pages = new Map<string, { version: string; body: Buffer }>();
+
+  get(page: string) {
+    return this.#pages.get(page);
+  }
+
+  set(page: string, answer: { version: string; body: Buffer }) {
+    this.#pages.delete(page);
+    if (this.#pages.size >= AnswerCache.MAX_PAGES) this.#pages.delete(this.#pages.keys().next().value!);
+    this.#pages.set(page, answer);
+  }
+}
+
 function jobIdParam(req: Request, next: NextFunction): string | undefined {
   const id = String(req.params.job_id);
   if (!UUID.test(id)) {
@@ -181,31 +204,45 @@ export function voiceRoutes(ctx: PlatformContext): Router {
     res.json({ voice_jobs: jobs, page: page.page, limit: page.limit, total, has_more: page.page * page.limit < total });
   });
 
+  const answers = new AnswerCache();
   router.get('/campaign/voice/:job_id', async (req, res, next) => {
     const id = jobIdParam(req, next);
     if (!id) return;
     const query = parse(voiceJobQuery, req.query, 'query');
     const afterSeq = query.cursor === undefined ? -1 : decodeCursor(query.cursor);
     const ifNoneMatch = req.header('if-none-match');
+    const known = taggedVersions(ifNoneMatch);
+    const page = `${id}:${afterSeq}:${query.items_limit}`;
+    const answered = answers.get(page);
+    // The version the answer cache holds counts as known: the statement then skips the items.
     const polled = await pollVoiceJob(ctx.pool, id, {
-      orgId: callerOf(res).orgId, afterSeq, limit: query.items_limit, knownVersions: taggedVersions(ifNoneMatch),
+      orgId: callerOf(res).orgId, afterSeq, limit: query.items_limit, knownVersions: answered ? [...known, answered.version] : known,
     });
     if (!polled) throw new HttpError(404, `No voice job ${id}`);
-    const { job } = polled;
-    if (job.org_id !== callerOf(res).orgId) throw new HttpError(403, `Voice job ${id} belongs to another organisation`, { code: 'forbidden' });
-    if (job.channel !== 'voice') {
-      throw new HttpError(403, `Job ${id} is an ${job.channel} job, not a voice job; its CSV is at /v1/campaign/exports/${id}`, { code: 'wrong_channel' });
+    if (polled.org_id !== callerOf(res).orgId) throw new HttpError(403, `Voice job ${id} belongs to another organisation`, { code: 'forbidden' });
+    if (polled.channel !== 'voice') {
+      throw new HttpError(403, `Job ${id} is an ${polled.channel} job, not a voice job; its CSV is at /v1/campaign/exports/${id}`, { code: 'wrong_channel' });
     }
     // The version grows with every change of the job or its items; the URL carries the page.
-    res.set({ etag: `"${job.version}"`, 'cache-control': 'private, no-cache' });
-    if (polled.items === null || ifNoneMatch?.trim() === '*') {
+    res.set({ etag: `"${polled.version}"`, 'cache-control': 'private, no-cache' });
+    if (known.includes(polled.version) || ifNoneMatch?.trim() === '*') {
       res.status(304).end();
       return;
     }
-    res.json({
-      ...toJobJson(job), items: polled.items, items_limit: query.items_limit,
-      items_next_cursor: polled.nextSeq === null ? null : encodeCursor(polled.nextSeq),
-    });
+    let body: Buffer;
+    if (!polled.page) {
+      // Not the caller's version, so the one of the answer held (the statement skipped the page).
+      body = answered!.body;
+    } else {
+      const { job, items, nextSeq } = polled.page;
+      body = Buffer.from(JSON.stringify({
+        ...toJobJson(job), items, items_limit: query.items_limit, items_next_cursor: nextSeq === null ? null : encodeCursor(nextSeq),
+      }));
+      answers.set(page, { version: polled.version, body });
+    }
+    // As res.json would set it, without its MIME lookup per request.
+    res.setHeader('content-type', 'application/json; charset=utf-8');
+    res.send(body);
   });
 
   // Admin and operator only, as POST /v1/dashboard/export/profiles: the CSV holds decrypted contacts (issue 15).

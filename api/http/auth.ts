@@ -38,10 +38,33 @@ export interface Caller {
 const bearerChallenge = (error?: string) => ({ 'WWW-Authenticate': error ? `Bearer realm="ldp", error="${error}"` : 'Bearer realm="ldp"' });
 
 /**
+ * How long `bearerAuth` reuses an aggregator's approved registration (status, organisation, types)
+ * read from the database: a suspension or a change of types reaches a process's bearer requests
+ * within this window. It spares a poller at hundreds of requests a second one query per request
+ * (docs/decisions.md, "Voice campaigns"); refusals are never reused.
+ */
+export const CALLER_CACHE_MS = 1000;
+/** At most this many aggregators' registrations are remembered per process (the oldest forgotten first). */
+const CALLER_CACHE_MAX = 10_000;
+
+/**
  * Requires a bearer token (RFC 6750) verified by `ctx.tokens` whose aggregator exists and is
- * approved; sets `res.locals.caller`. Data scoping uses the caller, never ids from body or path.
+ * approved (as read from the database at most CALLER_CACHE_MS ago); sets `res.locals.caller`.
+ * Data scoping uses the caller, never ids from body or path.
  */
 export function bearerAuth(ctx: PlatformContext): RequestHandler {
+  const approved = new Map<string, { record: CallerRecord; until: number }>();
+  const recordOf = async (aggregatorId: string): Promise<CallerRecord | undefined> => {
+    const known = approved.get(aggregatorId);
+    if (known && Date.now() < known.until) return known.record;
+    approved.delete(aggregatorId);
+    const record = await lookupCaller(ctx, aggregatorId);
+    if (record && record.status === 'approved' && record.org_status === 'approved') {
+      if (approved.size >= CALLER_CACHE_MAX) approved.delete(approved.keys().next().value!);
+      approved.set(aggregatorId, { record, until: Date.now() + CALLER_CACHE_MS });
+    }
+    return record;
+  };
   return async (req, res, next) => {
     const match = /^Bearer\s+(\S+)\s*$/i.exec(req.header('authorization') ?? '');
     if (!match) throw new HttpError(401, 'Missing bearer token in the Authorization header', { code: 'missing_token', headers: bearerChallenge() });
@@ -52,21 +75,33 @@ export function bearerAuth(ctx: PlatformContext): RequestHandler {
       if (err instanceof TokenError) throw new HttpError(401, `Invalid bearer token: ${err.message}`, { code: 'invalid_token', headers: bearerChallenge('invalid_token') });
       throw err;
     }
-    res.locals.caller = await resolveCaller(ctx, claims, bearerChallenge('invalid_token'));
+    res.locals.caller = callerFrom(ctx, claims, await recordOf(claims.aggregator_id), bearerChallenge('invalid_token'));
     next();
   };
 }
 
-/**
- * The caller named by verified aggregator `claims` (a bearer token's, or an operator console
- * session's): 401 when the aggregator is unknown, 403 when it or its organisation is not approved.
- */
-export async function resolveCaller(ctx: PlatformContext, claims: AggregatorClaims, challenge: Record<string, string> = {}): Promise<Caller> {
-  const { rows } = await ctx.pool.query<{ org_id: string; types: string[]; status: string; slug: string; org_status: string }>(
-    `SELECT a.org_id, a.types, a.status, o.slug, o.status AS org_status
-       FROM aggregator.aggregators a JOIN aggregator.organisations o USING (org_id)
-      WHERE a.aggregator_id = $1`, [claims.aggregator_id]);
-  const record = rows[0];
+/** An aggregator's registration as `resolveCaller` checks it. */
+interface CallerRecord {
+  org_id: string;
+  types: string[];
+  status: string;
+  slug: string;
+  org_status: string;
+}
+
+async function lookupCaller(ctx: PlatformContext, aggregatorId: string): Promise<CallerRecord | undefined> {
+  // Named (prepared once per connection): it runs for most requests of the aggregator service.
+  const { rows } = await ctx.pool.query<CallerRecord>({
+    name: 'resolve-caller',
+    text: `SELECT a.org_id, a.types, a.status, o.slug, o.status AS org_status
+             FROM aggregator.aggregators a JOIN aggregator.organisations o USING (org_id)
+            WHERE a.aggregator_id = $1`,
+    values: [aggregatorId],
+  });
+  return rows[0];
+}
+
+function callerFrom(ctx: PlatformContext, claims: AggregatorClaims, record: CallerRecord | undefined, challenge: Record<string, string>): Caller {
   if (!record || record.org_id !== claims.org_id) {
     throw new HttpError(401, 'Bearer token names an unknown aggregator', { code: 'invalid_token', headers: challenge });
   }
@@ -78,6 +113,15 @@ export async function resolveCaller(ctx: PlatformContext, claims: AggregatorClai
     subject: claims.sub, aggregatorId: claims.aggregator_id, orgId: record.org_id, orgSlug: record.slug,
     types, domains: domainsForAggregatorTypes(ctx.network, types), roles: claims.roles,
   };
+}
+
+/**
+ * The caller named by verified aggregator `claims` (a bearer token's, or an operator console
+ * session's), read from the database now: 401 when the aggregator is unknown, 403 when it or its
+ * organisation is not approved.
+ */
+export async function resolveCaller(ctx: PlatformContext, claims: AggregatorClaims, challenge: Record<string, string> = {}): Promise<Caller> {
+  return callerFrom(ctx, claims, await lookupCaller(ctx, claims.aggregator_id), challenge);
 }
 
 /** The caller set by `bearerAuth`. */

@@ -9,6 +9,10 @@
  *
  * Verification pins issuer, audience and an algorithm allow-list and checks exp/nbf (RFC 7519 §4.1),
  * so `alg: none`, forged, expired and foreign tokens all fail.
+ *
+ * A verified token is remembered, keyed by its exact text, for at most VERIFIED_TOKEN_TTL_MS and
+ * never past its `exp`: a poller sending the same token hundreds of times a second pays for one
+ * ECDSA/RSA verification, not one per request (docs/decisions.md, "Voice campaigns").
  */
 import { randomUUID } from 'node:crypto';
 import {
@@ -46,6 +50,11 @@ export interface VerifiedToken {
 /** Roles, from most to least privileged. */
 export const ROLES = ['admin', 'operator', 'viewer'] as const;
 
+/** How long a verified token is remembered (never past its exp): bounds how long a key removed from an OIDC JWKS still verifies. */
+export const VERIFIED_TOKEN_TTL_MS = 60_000;
+/** At most this many verified tokens are remembered (the oldest are forgotten first). */
+const VERIFIED_TOKENS_MAX = 10_000;
+
 export class TokenError extends Error {
   name = 'TokenError';
 }
@@ -68,6 +77,14 @@ export interface TokenService {
   verifyAny(token: string): Promise<VerifiedToken>;
   /** Public keys of the built-in issuer (served at /.well-known/jwks.json). */
   jwks(): JSONWebKeySet;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const inner of Object.values(value)) deepFreeze(inner);
+  }
+  return value;
 }
 
 async function builtInKey(config: Config): Promise<JWK> {
@@ -106,7 +123,26 @@ export async function createTokenService(config: Config): Promise<TokenService> 
     .setJti(randomUUID())
     .sign(signingKey);
 
+  const verified = new Map<string, { token: VerifiedToken; until: number }>();
+  const remember = (token: string, result: VerifiedToken) => {
+    const exp = result.payload.exp as number;
+    if (verified.size >= VERIFIED_TOKENS_MAX) verified.delete(verified.keys().next().value!);
+    // Shared by every request that sends this token: frozen, so none can change what another sees.
+    verified.set(token, { token: deepFreeze(result), until: Math.min(exp * 1000, Date.now() + VERIFIED_TOKEN_TTL_MS) });
+  };
+
   const verifyAny = async (token: string): Promise<VerifiedToken> => {
+    const known = verified.get(token);
+    if (known) {
+      if (Date.now() < known.until) return known.token;
+      verified.delete(token);
+    }
+    const result = await verifyUncached(token);
+    remember(token, result);
+    return result;
+  };
+
+  const verifyUncached = async (token: string): Promise<VerifiedToken> => {
     let issuer: unknown;
     try {
       issuer = decodeJwt(token).iss;

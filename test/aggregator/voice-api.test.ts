@@ -167,6 +167,30 @@ describe('GET /v1/campaign/voice/{job_id}', () => {
     expect((await getVoiceJob(platform, agg.token, created.body.job_id)).headers.etag).toBe(etag);
   });
 
+  it('reuses an answer only while the job is unchanged, and only for its organisation', async () => {
+    const created = await createVoiceJob(platform, agg.token, voiceBody(ids));
+    const jobId = created.body.job_id;
+    const first = await getVoiceJob(platform, agg.token, jobId);
+    expect(first.status).toBe(200);
+    expect((await getVoiceJob(platform, agg.token, jobId)).body).toEqual(first.body);
+    // Another organisation asking for the page just answered still gets 403, with nothing of it.
+    const stranger = await platform.aggregator({ types: ['seeker'] });
+    const forbidden = await getVoiceJob(platform, stranger.token, jobId);
+    expect(forbidden.status).toBe(403);
+    expect(JSON.stringify(forbidden.body)).not.toContain(ids[0]);
+    // An item moved as the worker moves it (item and counters, version bumped, one transaction).
+    await platform.ctx.pool.query(`WITH moved AS (
+        UPDATE aggregator.voice_job_items SET status = 'skipped_not_owned', skip_reason = 'not_owned' WHERE job_id = $1 AND seq = 0 RETURNING job_id)
+      UPDATE aggregator.voice_jobs SET pending = pending - 1, skipped_not_owned = skipped_not_owned + 1, version = version + 1, updated_at = now()
+       WHERE job_id = (SELECT job_id FROM moved)`, [jobId]);
+    const changed = await getVoiceJob(platform, agg.token, jobId);
+    expect(changed.status).toBe(200);
+    expect(changed.headers.etag).toBe(`"${Number(JSON.parse(first.headers.etag)) + 1}"`);
+    expect(changed.body).toMatchObject({ status: 'processing', counts: { pending: 6, skipped_not_owned: 1 } });
+    expect(changed.body.items[0]).toMatchObject({ item_id: ids[0], status: 'skipped_not_owned', skip_reason: 'not_owned' });
+    expect((await getVoiceJob(platform, agg.token, jobId).set('if-none-match', first.headers.etag)).status).toBe(200);
+  });
+
   it('answers 403 (shape C) for another organisation\'s job and for an export job, 404 for an unknown id', async () => {
     const created = await createVoiceJob(platform, agg.token, voiceBody(ids));
     const stranger = await platform.aggregator({ types: ['seeker'] });

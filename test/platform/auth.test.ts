@@ -8,6 +8,7 @@ import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiKey, revokeApiKey } from '../../lib/platform/api-keys.ts';
 import { startTestPlatform, type TestAggregator, type TestPlatform } from '../helpers/platform.ts';
+import { until } from '../helpers/until.ts';
 
 type PrivateKey = Awaited<ReturnType<typeof generateKeyPair>>['privateKey'];
 
@@ -148,6 +149,29 @@ describe('aggregator bearer tokens', () => {
     const third = await platform.aggregator();
     await platform.ctx.pool.query(`UPDATE aggregator.organisations SET status = 'pending' WHERE org_id = $1`, [third.orgId]);
     expect((await me().set('authorization', `Bearer ${third.token}`)).status).toBe(403);
+  });
+
+  it('stops accepting a token at its expiry however often it was verified before (verified tokens are remembered only until exp)', async () => {
+    const token = await sign({ exp: Math.floor(Date.now() / 1000) + 2 });
+    expect((await me().set('authorization', `Bearer ${token}`)).status).toBe(200);
+    const expired = await until('the token to expire', async () => {
+      const res = await me().set('authorization', `Bearer ${token}`);
+      return res.status !== 200 && res;
+    }, 15_000);
+    expect(expired.status).toBe(401);
+    expect(expired.body.error.detail).toMatch(/expired/);
+  });
+
+  it('answers 403 once the aggregator is suspended, though its approval was read for the request before (re-read within CALLER_CACHE_MS)', async () => {
+    const other = await platform.aggregator();
+    expect((await me().set('authorization', `Bearer ${other.token}`)).status).toBe(200);
+    await platform.ctx.pool.query(`UPDATE aggregator.aggregators SET status = 'suspended' WHERE aggregator_id = $1`, [other.aggregatorId]);
+    const refused = await until('the suspension to be seen', async () => {
+      const res = await me().set('authorization', `Bearer ${other.token}`);
+      return res.status !== 200 && res;
+    }, 15_000);
+    expect(refused.status).toBe(403);
+    expect(refused.body).toEqual(shapeC('aggregator_not_approved'));
   });
 
   it('grants only the aggregator types both the token and the registration carry', async () => {

@@ -204,37 +204,52 @@ export async function createVoiceJob(pool: Pool, input: CreateVoiceJobInput): Pr
   });
 }
 
+/** When the poll statement builds the job and its page: the caller's voice job at a version it does not have. */
+const POLL_WANTS_PAGE = `j.org_id = $2 AND j.channel = 'voice' AND NOT (j.version::text = ANY($5::text[]))`;
+
 export interface PolledJob {
-  job: VoiceJobRecord;
-  /** Null when the job is not the caller's voice job, or is at a version the caller has. */
-  items: VoiceItemJson[] | null;
-  nextSeq: number | null;
+  org_id: string;
+  channel: VoiceChannel;
+  version: string;
+  /**
+   * The job as stored and one page of its items; null when the job is not a voice job of the
+   * caller's organisation, or is at a version the caller has.
+   */
+  page: { job: VoiceJobRecord; items: VoiceItemJson[]; nextSeq: number | null } | null;
 }
 
 /**
- * A job and, in the same statement (one round trip, one snapshot), one page of its items — only
- * when it is a voice job of organisation `orgId` whose version is not among `knownVersions` (the
- * caller's If-None-Match). Page: items after position `afterSeq`, at most `limit`, in order. Item
- * positions are dense (0..total-1), so a page is a range of the (job_id, seq) index: its cost does
- * not depend on the job's size, nor on the planner's statistics of a freshly written job.
+ * A job's organisation, channel and version and, in the same statement (one round trip, one
+ * snapshot), the job and one page of its items — only when it is a voice job of organisation
+ * `orgId` whose version is not among `knownVersions` (the caller's If-None-Match, or the version of
+ * an answer the caller holds), so an unchanged job costs an index lookup of its row and three
+ * columns. Page: items after position `afterSeq`, at most `limit`, in order. Item positions are
+ * dense (0..total-1), so a page is a range of the (job_id, seq) index: its cost does not depend on
+ * the job's size, nor on the planner's statistics of a freshly written job.
  */
 export async function pollVoiceJob(db: Queryable, jobId: string, options: { orgId: string; afterSeq: number; limit: number; knownVersions: string[] }): Promise<PolledJob | null> {
-  const { rows } = await db.query<VoiceJobRecord & { items: (VoiceItemJson & { seq: number })[] | null }>(
-    `SELECT ${COLUMNS},
-       CASE WHEN j.org_id = $2 AND j.channel = 'voice' AND NOT (j.version::text = ANY($5::text[])) THEN coalesce((
-         SELECT json_agg(json_build_object('item_id', i.item_id, 'status', i.status, 'provider_ref', coalesce(i.provider_ref, ''),
-                  'provider_batch_ref', coalesce(i.provider_batch_ref, ''), 'skip_reason', coalesce(i.skip_reason, ''),
-                  'error_reason', coalesce(i.error_reason, ''), 'seq', i.seq) ORDER BY i.seq)
-           FROM aggregator.voice_job_items i WHERE i.job_id = j.job_id AND i.seq > $3 AND i.seq <= $3 + $4), '[]') END AS items
+  // A named (prepared) statement: pollers send it hundreds of times a second, so each connection
+  // parses and plans it once.
+  const { rows } = await db.query<{ org_id: string; channel: VoiceChannel; version: string; job: VoiceJobRecord | null; items: (VoiceItemJson & { seq: number })[] | null }>({
+    name: 'voice-job-poll',
+    // CASE, not a lateral join's WHERE: the planner would turn that into a join filter and build the page anyway.
+    text: `SELECT j.org_id, j.channel, j.version::text AS version,
+         CASE WHEN ${POLL_WANTS_PAGE} THEN (SELECT row_to_json(r) FROM (SELECT ${COLUMNS}) r) END AS job,
+         CASE WHEN ${POLL_WANTS_PAGE} THEN coalesce((
+           SELECT json_agg(json_build_object('item_id', i.item_id, 'status', i.status, 'provider_ref', coalesce(i.provider_ref, ''),
+                    'provider_batch_ref', coalesce(i.provider_batch_ref, ''), 'skip_reason', coalesce(i.skip_reason, ''),
+                    'error_reason', coalesce(i.error_reason, ''), 'seq', i.seq) ORDER BY i.seq)
+             FROM aggregator.voice_job_items i WHERE i.job_id = j.job_id AND i.seq > $3 AND i.seq <= $3 + $4), '[]') END AS items
        FROM aggregator.voice_jobs j WHERE j.job_id = $1`,
-    [jobId, options.orgId, options.afterSeq, options.limit + 1, options.knownVersions]);
+    values: [jobId, options.orgId, options.afterSeq, options.limit + 1, options.knownVersions],
+  });
   const row = rows[0];
   if (!row) return null;
-  const { items, ...job } = row;
-  if (!items) return { job, items: null, nextSeq: null };
+  const { job, items, ...head } = row;
+  if (!job || !items) return { ...head, page: null };
   const more = items.length > options.limit;
   const page = items.slice(0, options.limit);
-  return { job, items: page.map(({ seq: _s, ...item }) => item), nextSeq: more ? page[page.length - 1].seq : null };
+  return { ...head, page: { job, items: page.map(({ seq: _s, ...item }) => item), nextSeq: more ? page[page.length - 1].seq : null } };
 }
 
 /** One page of the jobs of organisation `orgId` (both channels), newest first, and how many there are. */
