@@ -91,6 +91,31 @@ function stringOf(s: Schema): fc.Arbitrary<string> {
 /** Where in a JSON value: keys and indexes from the root. */
 export type JsonPath = (string | number)[];
 
+/**
+ * The paths of `value`'s keys that `schema` requires, at every depth (through properties, items,
+ * additionalProperties and every anyOf/oneOf branch): what the `drop` mutation removes.
+ */
+export function requiredPathsOf(schema: Schema, doc: Schema, value: unknown, path: JsonPath = [], depth = 0): JsonPath[] {
+  const s = resolve(schema, doc);
+  if (depth > 12 || value === null || typeof value !== 'object') return [];
+  const branches = [...(s.anyOf ?? []), ...(s.oneOf ?? []), ...(s.allOf ?? [])];
+  const out = branches.flatMap((b: Schema) => requiredPathsOf(b, doc, value, path, depth + 1));
+  if (Array.isArray(value)) {
+    value.forEach((v, i) => {
+      const item = Array.isArray(s.prefixItems) ? s.prefixItems[i] : s.items;
+      if (item) out.push(...requiredPathsOf(item, doc, v, [...path, i], depth + 1));
+    });
+    return out;
+  }
+  const record = value as Record<string, unknown>;
+  for (const key of s.required ?? []) if (Object.hasOwn(record, key)) out.push([...path, key]);
+  for (const [key, v] of Object.entries(record)) {
+    const child = s.properties?.[key] ?? (typeof s.additionalProperties === 'object' ? s.additionalProperties : undefined);
+    if (child) out.push(...requiredPathsOf(child, doc, v, [...path, key], depth + 1));
+  }
+  return out;
+}
+
 /** Every node of `value` with its path, root first. */
 export function nodesOf(value: unknown, path: JsonPath = []): { path: JsonPath; value: unknown }[] {
   const out = [{ path, value }];
@@ -171,13 +196,13 @@ export const mutationArbitrary: fc.Arbitrary<Mutation> = fc.record({
 });
 
 /**
- * `value` with one `mutation` applied at one of its nodes: a key dropped (a required field, when
- * the object has one), a value of another type, a prototype key added, a 1 MB string, a huge or
+ * `value` with one `mutation` applied at one of its nodes: a key dropped (one of `required`, the
+ * paths of required keys, when given), a value of another type, a prototype key added, a 1 MB string, a huge or
  * non-finite number (as raw JSON text), a look-alike of a string, a value wrapped in an array.
  * `hugeLength` caps the long string (query strings and headers cannot carry 1 MB); `keepRoot`
  * mutates inside an object of named parameters only, never the object itself.
  */
-export function mutate(value: unknown, mutation: Mutation, { hugeLength = ONE_MB.length, keepRoot = false } = {}): unknown {
+export function mutate(value: unknown, mutation: Mutation, { hugeLength = ONE_MB.length, keepRoot = false, required = [] as JsonPath[] } = {}): unknown {
   // keepRoot: the value is a set of named parameters (path, query, headers) and stays one.
   const nodes = nodesOf(value).filter((n) => !keepRoot || n.path.length > 0);
   if (!nodes.length && mutation.kind !== 'prototype-key') return value;
@@ -185,6 +210,8 @@ export function mutate(value: unknown, mutation: Mutation, { hugeLength = ONE_MB
   switch (mutation.kind) {
     case 'none': return value;
     case 'drop': {
+      // A required key when there is one (the interesting case), else any key or item.
+      if (required.length) return replaceAt(value, pick(required), undefined, true);
       const keyed = nodes.filter((n) => n.path.length > 0);
       if (!keyed.length) return undefined;
       return replaceAt(value, pick(keyed).path, undefined, true);

@@ -4,9 +4,9 @@
  * schemas (as rendered into the service's OpenAPI document; test/helpers/schema-arbitraries.ts) or
  * from its documented example, then applies one mutation to one part: a key dropped, a value of
  * another type at any depth, a prototype key, a 1 MB string, a huge or non-finite number, a
- * look-alike string, a value wrapped in an array. Path parameters name real resources (an item, a
- * link, a saved mapping, an upload, a voice job) most of the time, so handlers run past their
- * lookups.
+ * look-alike string, a value wrapped in an array. A dropped key is a required one where the
+ * schema has any. Path parameters name real resources (an item, a link, a saved mapping, an
+ * upload, a voice job) most of the time, so handlers run past their lookups.
  *
  * Properties: never a 500 (503 only as a designed answer); every error of an API path is JSON in
  * the schema documented for that status, else in the route's error shape (the schema of its
@@ -24,7 +24,7 @@ import type { ServiceName } from '../../api/http/service-app.ts';
 import { createUpload } from '../helpers/bulk-upload.ts';
 import { OpenApiChecker } from '../helpers/openapi-check.ts';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.ts';
-import { arbitraryOf, jsonText, mutate, mutationArbitrary, type Mutation } from '../helpers/schema-arbitraries.ts';
+import { arbitraryOf, jsonText, mutate, mutationArbitrary, requiredPathsOf, type Mutation } from '../helpers/schema-arbitraries.ts';
 
 const RUNS = Number(process.env.FUZZ_RUNS ?? 12);
 const SEED = Number(process.env.FUZZ_SEED ?? 1515);
@@ -177,7 +177,10 @@ describe.each(SERVICES)('schema-driven fuzzing of every %s route', (service) => 
       await fc.assert(fc.asyncProperty(
         validInput(doc, operation), fc.constantFrom(...parts), mutationArbitrary,
         async (valid, part, mutation: Mutation) => {
-          const input = { ...valid, [part]: mutate(valid[part], mutation, part === 'body' ? {} : { hugeLength: 4_000, keepRoot: true }) };
+          const schema = part === 'body' ? Object.values<any>(operation.op.requestBody.content)[0]?.schema
+            : parameterObject(operation.op, part === 'headers' ? 'header' : part);
+          const required = schema ? requiredPathsOf(schema, doc, valid[part]) : [];
+          const input = { ...valid, [part]: mutate(valid[part], mutation, part === 'body' ? { required } : { hugeLength: 4_000, keepRoot: true, required }) };
           const res = await send(service, operation, input);
           if (process.env.FUZZ_VERBOSE) console.error(res.status, mutation.kind, part);
           const where = `${operation.method.toUpperCase()} ${operation.template} (${mutation.kind} in ${part}) → ${res.status} ${res.text?.slice(0, 300)}`;
