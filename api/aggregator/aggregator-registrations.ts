@@ -17,7 +17,7 @@ import { withTransaction } from '../../lib/platform/db.ts';
 import { TokenError, type VerifiedToken } from '../../lib/platform/tokens.ts';
 import { z } from 'zod';
 import type { Network } from '../../lib/network/config.ts';
-import { HttpError, type FieldErrors } from '../http/errors.ts';
+import { collectFieldErrors, HttpError } from '../http/errors.ts';
 import type { RouteDoc } from '../http/route-doc.ts';
 
 /** Lifetime of the aggregator token handed out by the login exchange. */
@@ -42,8 +42,7 @@ export function aggregatorRegistrationRoutes(ctx: PlatformContext): Router {
     if (identity.aggregator) throw new HttpError(409, `This token is already aggregator ${identity.aggregator.aggregator_id}'s; register with a person's token`, { code: 'already_aggregator' });
     const checked = validateAggregatorRegistration(ctx.network, req.body);
     if (!checked.ok) {
-      const fields: FieldErrors = {};
-      for (const p of checked.problems) (fields[p.field] ??= []).push(p.message);
+      const fields = collectFieldErrors(checked.problems);
       throw new HttpError(400, `Invalid aggregator registration (schema version ${ctx.network.aggregatorRegistration?.version ?? 'none'}): ${checked.problems.map((p) => p.message).join('; ')}`, { fields });
     }
     if (checked.value.invite !== undefined) throw new HttpError(422, 'invite: invitations are not available yet; register without one or with org_id', { code: 'invites_unsupported', fields: { invite: ['not supported yet'] } });

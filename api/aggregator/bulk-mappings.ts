@@ -20,7 +20,7 @@ import { assertDomainAllowed, callerOf, requireRole } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
 import { API_EXAMPLES } from '../http/openapi.ts';
 import type { RouteDoc } from '../http/route-doc.ts';
-import { parse } from '../http/validation.ts';
+import { parse, PG_INT_MAX } from '../http/validation.ts';
 import { mappingOrBadRequest } from './bulk-uploads.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -34,7 +34,7 @@ export const mappingUpdateBody = z.object({
   name: name.optional(),
   mapping: z.record(z.string(), z.unknown(), { error: 'mapping must be a JSON object' }),
 });
-export const mappingQuery = z.object({ version: z.coerce.number().int().min(1).optional() });
+export const mappingQuery = z.object({ version: z.coerce.number().int().min(1).max(PG_INT_MAX).optional() });
 export const mappingListQuery = z.object({ participant_type: z.string().min(1).optional() });
 
 /** The saved-mapping routes (see the module comment), mounted under `/v1` after `bearerAuth`. */

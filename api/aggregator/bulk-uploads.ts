@@ -39,7 +39,7 @@ import { assertDomainAllowed, callerOf, requireRole } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
 import { API_EXAMPLES } from '../http/openapi.ts';
 import type { RouteDoc } from '../http/route-doc.ts';
-import { parse } from '../http/validation.ts';
+import { parse, PG_INT_MAX } from '../http/validation.ts';
 
 const MAX_COLUMN_MAP_BYTES = 64 * 1024;
 /** Data rows read for the value checks of `POST …/match` (the API reads them itself: a bounded read). */
@@ -48,7 +48,7 @@ const MATCH_SAMPLE_ROWS = 100;
 const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 
 export const listQuery = z.object({
-  page: z.coerce.number().int().min(1).default(1),
+  page: z.coerce.number().int().min(1).max(PG_INT_MAX).default(1),
   limit: z.coerce.number().int().min(1).max(200).default(50),
 });
 export const previewBody = z.object({

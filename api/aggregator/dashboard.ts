@@ -20,14 +20,14 @@ import type { PlatformContext } from '../../lib/context.ts';
 import { callerOf, requireRole } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
 import type { RouteDoc } from '../http/route-doc.ts';
-import { parse } from '../http/validation.ts';
+import { parse, PG_INT_MAX } from '../http/validation.ts';
 
 /** refresh=true recomputations per aggregator per minute. */
 export const DASHBOARD_REFRESH_RATE = { points: 10, durationSeconds: 60 };
 
 export const dashboardQuery = z.object({
   domain: z.string().min(1).optional(),
-  page: z.coerce.number().int().min(1).default(1),
+  page: z.coerce.number().int().min(1).max(PG_INT_MAX).default(1),
   limit: z.coerce.number().int().min(1).max(200).default(50),
   status: z.string().regex(/^[a-z0-9_]{1,32}$/, 'expected 1..32 lowercase letters, digits or underscores').optional(),
   lifecycle: z.enum(['draft', 'live']).optional(),

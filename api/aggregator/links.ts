@@ -21,7 +21,7 @@ import { assertDomainAllowed, callerOf, requireRole } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
 import { API_EXAMPLES } from '../http/openapi.ts';
 import type { RouteDoc } from '../http/route-doc.ts';
-import { parse } from '../http/validation.ts';
+import { parse, PG_INT_MAX } from '../http/validation.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -49,7 +49,7 @@ export const linkPatchBody = z.strictObject({
   expires_at: futureDate.nullable().optional(),
 });
 export const linkListQuery = z.object({
-  page: z.coerce.number().int().min(1).default(1),
+  page: z.coerce.number().int().min(1).max(PG_INT_MAX).default(1),
   limit: z.coerce.number().int().min(1).max(200).default(50),
 });
 

@@ -17,7 +17,7 @@ import { registrationForm, submitRegistration, type SubmissionResult } from '../
 import { createRegistrationRateLimit, type RegistrationRateLimit } from '../../lib/aggregator/registration-rate-limit.ts';
 import type { PlatformContext } from '../../lib/context.ts';
 import { z } from 'zod';
-import { HttpError, type FieldErrors } from '../http/errors.ts';
+import { collectFieldErrors, HttpError, type FieldErrors } from '../http/errors.ts';
 import { API_EXAMPLES } from '../http/openapi.ts';
 import type { RouteDoc } from '../http/route-doc.ts';
 
@@ -36,9 +36,7 @@ export async function openPublicLink(ctx: PlatformContext, orgSlug: string, slug
 
 /** Field errors in the shape of HttpError's `fields`. */
 export function fieldMap(errors: FieldError[]): FieldErrors {
-  const fields: FieldErrors = {};
-  for (const e of errors) (fields[e.field] ??= []).push(e.message);
-  return fields;
+  return collectFieldErrors(errors);
 }
 
 /**

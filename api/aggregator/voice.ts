@@ -30,7 +30,7 @@ import { HttpError } from '../http/errors.ts';
 import { JSON_TYPES } from '../http/service-app.ts';
 import { API_EXAMPLES } from '../http/openapi.ts';
 import type { RouteDoc } from '../http/route-doc.ts';
-import { parse } from '../http/validation.ts';
+import { parse, PG_INT_MAX } from '../http/validation.ts';
 
 export const VOICE_JOBS_PATH = '/v1/campaign/voice';
 export const VOICE_CALLBACKS_PATH = '/v1/campaign/voice/callbacks';
@@ -59,7 +59,7 @@ export const voiceJobBody = z.object({
 });
 
 export const voiceJobListQuery = z.object({
-  page: z.coerce.number().int().min(1).default(1),
+  page: z.coerce.number().int().min(1).max(PG_INT_MAX).default(1),
   limit: z.coerce.number().int().min(1).max(200).default(50),
 });
 

@@ -14,6 +14,17 @@ export type ErrorShape = 'A' | 'B' | 'C';
 /** Per-field problems: dotted field path → messages. */
 export type FieldErrors = Record<string, string[]>;
 
+/**
+ * FieldErrors from (field, message) pairs, messages of one field in order. Field names may come
+ * from the request (`constructor`, `__proto__`, `toString`): gathered in a Map, never looked up on a
+ * plain object, where they would find Object.prototype's members (issue 15's fuzzer found a 500).
+ */
+export function collectFieldErrors(problems: Iterable<{ field: string; message: string }>): FieldErrors {
+  const fields = new Map<string, string[]>();
+  for (const { field, message } of problems) fields.set(field, [...(fields.get(field) ?? []), message]);
+  return Object.fromEntries(fields);
+}
+
 const DEFAULT_CODES: Record<number, string> = {
   400: 'invalid_request', 401: 'unauthorized', 403: 'forbidden', 404: 'not_found', 405: 'method_not_allowed',
   409: 'conflict', 413: 'payload_too_large', 415: 'unsupported_media_type', 422: 'unprocessable',

@@ -1,15 +1,20 @@
 /** Request validation with zod: failures become 400 errors that name each field. */
 import type { z } from 'zod';
-import { HttpError, type FieldErrors } from './errors.ts';
+import { collectFieldErrors, HttpError, type FieldErrors } from './errors.ts';
+
+/**
+ * The largest PostgreSQL `integer` (int4): the bound of every integer a request may carry into an
+ * int4 column or an OFFSET arithmetic (page numbers, versions, counters). zod's `int()` alone allows
+ * up to 2^53 − 1, which PostgreSQL refused with a 500 (issue 15's schema fuzzer).
+ */
+export const PG_INT_MAX = 2_147_483_647;
 
 /** Per-field messages of a zod error, keyed by dotted path (`(root)` for the whole value). */
 export function fieldErrors(error: z.ZodError, prefix = ''): FieldErrors {
-  const fields: FieldErrors = {};
-  for (const issue of error.issues) {
-    const key = [prefix, ...issue.path.map(String)].filter(Boolean).join('.') || '(root)';
-    (fields[key] ??= []).push(issue.message);
-  }
-  return fields;
+  return collectFieldErrors(error.issues.map((issue) => ({
+    field: [prefix, ...issue.path.map(String)].filter(Boolean).join('.') || '(root)',
+    message: issue.message,
+  })));
 }
 
 /** One-line summary of field errors: `a.b: message; c: message`. */

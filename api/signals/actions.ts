@@ -15,7 +15,7 @@ import { ActionError, actionView, getAction, moveActionStatus, performAction, ty
 import { HttpError } from '../http/errors.ts';
 import { errorShapeSchemas } from '../http/openapi.ts';
 import type { RouteDoc } from '../http/route-doc.ts';
-import { parse } from '../http/validation.ts';
+import { parse, PG_INT_MAX } from '../http/validation.ts';
 import { identify } from './identity.ts';
 
 const itemRef = z.object({
@@ -30,12 +30,12 @@ export const performSchema = z.strictObject({
   target_item: itemRef.extend({ item_instance_url: z.url() }),
   requirements_snapshot: z.record(z.string(), z.unknown()).optional(),
   acting_as_user_id: z.string().min(1).optional(),
-  consent: z.object({ acknowledged: z.boolean(), version: z.number().int().min(1), brand: z.string().nullable().optional() }).optional(),
+  consent: z.object({ acknowledged: z.boolean(), version: z.number().int().min(1).max(PG_INT_MAX), brand: z.string().nullable().optional() }).optional(),
   guardian_otp: z.string().length(6).optional(),
 });
 export const statusSchema = z.strictObject({
   action_status: z.string().min(1).max(64),
-  update_count: z.number().int().min(0),
+  update_count: z.number().int().min(0).max(PG_INT_MAX),
   note: z.string().max(1000).optional(),
 });
 export const actionIdParam = z.object({ id: z.uuid() });

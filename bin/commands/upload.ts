@@ -192,9 +192,10 @@ export async function upload(file: string, opts: UploadOptions): Promise<void> {
   if (job.status === 'failed') throw new CliError(`bulk upload ${job.upload_id} failed: ${job.status_reason}`);
   const total = job.total_rows ?? 0;
   process.stdout.write([
-    `completed: ${total} rows — ${job.passed} passed, ${job.failed} failed, ${job.skipped} skipped`
+    `completed: ${total} row${total === 1 ? '' : 's'} — ${job.passed} passed, ${job.failed} failed, ${job.skipped} skipped`
       + `${job.passed + job.failed + job.skipped === total ? '' : ' (counts do not add up!)'}`,
-    `time: ${seconds.toFixed(1)} s from upload start to completion, ${Math.round(total / seconds)} rows/s`,
+    ...(total === 0 ? ['the file has a header row but no data rows (blank rows are not counted): nothing was onboarded'] : []),
+    `time: ${seconds.toFixed(1)} s from upload start to completion${total ? `, ${total / seconds < 10 ? (total / seconds).toFixed(1) : Math.round(total / seconds)} rows/s` : ''}`,
   ].join('\n') + '\n');
   if (!job.errors_csv_object_key) return;
   const reportUrl = `${base}/v1/bulk-uploads/${job.upload_id}/errors`;

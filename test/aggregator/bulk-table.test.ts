@@ -192,6 +192,10 @@ describe('file type detection', () => {
     const binary = Buffer.from([0x01, 0x02, 0x03, 0x41, 0x00, 0x42, 0x43, 0x44]);
     for (const file of [docx, pdf, xls, png, binary]) expect(detectTableFormat(file)).toBeNull();
     expect(unsupportedFileMessage(xls)).toMatch(/Excel 97-2003 \(\.xls\) workbook or a password-protected file; upload a CSV file or an Excel \.xlsx workbook/);
+    // With the container's directory in the head, the message says which and what to do.
+    const named = (stream: string) => Buffer.concat([xls, Buffer.from(`${stream}\u0000`, 'utf16le')]);
+    expect(unsupportedFileMessage(named('EncryptedPackage'))).toMatch(/password-protected workbook.*remove the password/);
+    expect(unsupportedFileMessage(named('Workbook'))).toMatch(/Excel 97-2003 \(\.xls\) workbook, whatever its name says; open it .* save it as an Excel \.xlsx workbook or as CSV/);
     expect(unsupportedFileMessage(docx)).toMatch(/ZIP archive that is not an XLSX workbook/);
   });
 });

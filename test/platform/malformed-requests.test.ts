@@ -70,6 +70,48 @@ describe('GET /api/v1/items?after=', () => {
   });
 });
 
+// Found by the schema-driven fuzzer (test/platform/fuzz-schemas.test.ts).
+describe('requests valid but for one thing, that answered 500', () => {
+  const shapeC = { error: expect.objectContaining({ code: expect.any(String), detail: expect.any(String), requestId: expect.any(String) }) };
+
+  it.each(['constructor', 'toString', 'hasOwnProperty', '__proto__'])('a public registration with a field named %s → 400 naming it', async (key) => {
+    const agg = await platform.aggregator({ types: ['seeker'] });
+    const link = await request(platform.url('aggregator')).post('/v1/links/create').set('authorization', `Bearer ${agg.token}`)
+      .send({ domain: 'seeker', slug: `proto-${key.replace(/_/g, '')}`.toLowerCase(), status: 'live' });
+    expect(link.status).toBe(201);
+    const res = await request(platform.url('aggregator')).post(`/public/v1/aggregators/${agg.orgSlug}/registrations/${link.body.slug}`)
+      .type('application/json').send(`{"name":"Asha Devi","${key}":[1]}`);
+    expect(res.status).toBe(400);
+    expect(res.body).toMatchObject(shapeC);
+    expect(Object.hasOwn(res.body.error.fields, key)).toBe(true);
+  });
+
+  it('a NUL character in a query parameter, a path segment or a JSON body → 400 naming where', async () => {
+    const agg = await platform.aggregator();
+    const aggregator = (path: string) => request(platform.url('aggregator')).get(path).set('authorization', `Bearer ${agg.token}`);
+    for (const path of ['/v1/bulk-uploads/mappings?participant_type=seeker%00', `/v1/links/${randomUUID().slice(0, 30)}%00`]) {
+      const res = await aggregator(path);
+      expect(res.status, path).toBe(400);
+      expect(res.body, path).toMatchObject(shapeC);
+      expect(res.body.error.detail, path).toMatch(/NUL character/);
+    }
+    const item = await request(platform.url('signals')).put(`/api/v1/items/${randomUUID()}`).set('x-api-key', signalsKey)
+      .send({ item_network: 'local-discovery', item_domain: 'provider', item_type: 'facility', item_state: { name: 'Ward\u00003' } });
+    expect(item.status).toBe(400);
+    expect(item.body).toEqual(shapeA);
+    expect(item.body.message).toMatch(/item_state\.name contains a NUL character/);
+  });
+
+  it('an integer past PostgreSQL’s int4 (a mapping version, a page) → 400', async () => {
+    const agg = await platform.aggregator();
+    for (const path of [`/v1/bulk-uploads/mappings/${randomUUID()}?version=4837417339021650`, '/v1/links?page=4837417339021650', '/v1/bulk-uploads?page=2147483648']) {
+      const res = await request(platform.url('aggregator')).get(path).set('authorization', `Bearer ${agg.token}`);
+      expect(res.status, path).toBe(400);
+      expect(res.body, path).toMatchObject(shapeC);
+    }
+  });
+});
+
 describe('GET /ready when a check throws', () => {
   it('reports the check failed (503), never leaves it out', async () => {
     await platform.ctx.pool.query('ALTER TABLE platform.worker_heartbeats RENAME TO worker_heartbeats_away');

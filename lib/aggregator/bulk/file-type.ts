@@ -48,9 +48,29 @@ export function detectTableFormat(head: Buffer): TableFormat | null {
 
 /** A sentence for the operator saying why a file with this head cannot be read as a table. */
 export function unsupportedFileMessage(head: Buffer): string {
+  if (startsWith(head, OLE_MAGIC)) {
+    // An OLE container's directory names its streams in UTF-16LE, usually within the head: an
+    // encrypted OOXML package has EncryptedPackage, a legacy workbook Workbook (or Book).
+    if (head.includes(ENCRYPTED_PACKAGE)) {
+      return 'the file is a password-protected workbook, which cannot be read; remove the password in Excel (File › Info › Protect Workbook › Encrypt with Password, then clear it), save, and upload it again, or upload a CSV';
+    }
+    if (head.includes(LEGACY_WORKBOOK) || head.includes(LEGACY_BOOK)) {
+      return 'the file is an Excel 97-2003 (.xls) workbook, whatever its name says; open it in Excel or LibreOffice, save it as an Excel .xlsx workbook or as CSV, and upload that';
+    }
+  }
   const known = MAGIC.find((m) => startsWith(head, m.bytes));
+  const nul = head.indexOf(0);
+  if (!known && nul !== -1) {
+    // Text with NUL bytes: most often a CSV saved damaged, or a binary file renamed .csv.
+    return `the file holds a NUL byte (0x00) at byte ${(nul + 1).toLocaleString('en-US')}, which no CSV text has: it is damaged or not a CSV; open it in Excel or LibreOffice and save it as "CSV UTF-8", or upload an Excel .xlsx workbook`;
+  }
   return `the file is ${known?.what ?? 'not a CSV or XLSX file'}; upload a CSV file or an Excel .xlsx workbook`;
 }
+
+const OLE_MAGIC = [0xd0, 0xcf, 0x11, 0xe0];
+const ENCRYPTED_PACKAGE = Buffer.from('EncryptedPackage', 'utf16le');
+const LEGACY_WORKBOOK = Buffer.from('Workbook\u0000', 'utf16le');
+const LEGACY_BOOK = Buffer.from('Book\u0000', 'utf16le');
 
 /** Whether a ZIP head holds a local file header whose entry name starts with `xl/`. */
 function hasXlEntry(head: Buffer): boolean {
