@@ -18,6 +18,18 @@
  *    search service ranks it first for that other item as anchor (through the vector index).
  * 7. RSS of the search process (now and peak), and the load average at start and end.
  * Prints the figures and writes bench/results/search.json.
+ *
+ * Knobs for iterating (defaults: everything, from scratch, in a temporary directory):
+ * - BENCH_ITEMS: rows of the file (default all valid ones);
+ * - BENCH_QUERIES: requests per kind (default 100); BENCH_CONCURRENCY (default 16);
+ * - BENCH_DIR: work in this directory and keep it: its PostgreSQL cluster is reused (migrations
+ *   run again, so a new one is applied to the old data), and indexing is skipped when search.items
+ *   already holds the rows;
+ * - BENCH_KEEP_INDEX=1 (with BENCH_DIR): keep the search service's index file, so it loads instead
+ *   of being built from empty (build time then measures the load);
+ * - BENCH_STEPS: a comma list of what to run after the storage figures, among text, filter,
+ *   spatial, anchor, combined, newest, discover, recall, catchup (default all). bench/results/
+ *   search.json is written only when all run.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -37,6 +49,7 @@ import { createLogger } from '../lib/platform/logger.ts';
 import { loadNetwork } from '../lib/network/config.ts';
 import { searchText } from '../lib/network/search-text.ts';
 import { indexSnapshots } from '../lib/search/indexer.ts';
+import { roundToHalf } from '../lib/search/half.ts';
 import { freePort } from '../lib/platform/free-port.ts';
 import { facilityItems } from './pmgsy-facilities.ts';
 
@@ -48,6 +61,10 @@ const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const RECALL_QUERIES = 200;
 const BATCH = 1000;
 const RESULTS = path.join(repo, 'bench/results/search.json');
+const ALL_STEPS = ['text', 'filter', 'spatial', 'anchor', 'combined', 'newest', 'discover', 'recall', 'catchup'];
+const STEPS = new Set(process.env.BENCH_STEPS ? process.env.BENCH_STEPS.split(',').map((s) => s.trim()) : ALL_STEPS);
+const KEEP_DIR = process.env.BENCH_DIR;
+const KEEP_INDEX = KEEP_DIR !== undefined && process.env.BENCH_KEEP_INDEX === '1';
 
 if (!existsSync(DATA)) {
   process.stderr.write(`No dataset at ${DATA} (../shared must sit beside the repository)\n`);
@@ -189,7 +206,8 @@ const results: Record<string, unknown> = {
 const items = await readSnapshots(ITEMS);
 log(`read ${items.length} facilities from ${path.basename(DATA)}`);
 
-const dir = await mkdtemp(path.join(os.tmpdir(), 'ldp-bench-search-'));
+const dir = KEEP_DIR ? path.resolve(KEEP_DIR) : await mkdtemp(path.join(os.tmpdir(), 'ldp-bench-search-'));
+await mkdir(dir, { recursive: true });
 const db = await startEmbeddedPostgres({ dataDir: path.join(dir, 'pg'), port: await freePort() });
 const children: ChildProcess[] = [];
 try {
@@ -202,8 +220,10 @@ try {
   const platform = await startPlatform(config, createLogger(config.LOG_LEVEL), databaseUrl, { services: [], worker: true });
   const { pool } = platform.ctx;
   const provider = await platform.ctx.embeddings();
+  const { rows: [{ n: present }] } = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM search.items');
+  if (present === items.length) log(`search.items already holds ${present} rows (BENCH_DIR): indexing skipped`);
   const indexingStarted = performance.now();
-  await withTransaction(pool, (client) => enqueueMany(client, Array.from({ length: Math.ceil(items.length / BATCH) }, (_, k) => ({
+  if (present !== items.length) await withTransaction(pool, (client) => enqueueMany(client, Array.from({ length: Math.ceil(items.length / BATCH) }, (_, k) => ({
     task: SEARCH_INDEX_TASK, payload: { items: items.slice(k * BATCH, (k + 1) * BATCH) }, priority: SEARCH_INDEX_PRIORITY,
   }))));
   for (;;) {
@@ -219,7 +239,7 @@ try {
   await pool.query('VACUUM ANALYZE search.items');
   await pool.query('VACUUM ANALYZE search.item_locations');
   log(`indexed ${items.length} items with ${provider.name} (${provider.version.model_id}) through the search-index-items task in ${round(indexingSeconds)} s (${Math.round(items.length / indexingSeconds)} items/s)`);
-  results.indexing = { items: items.length, provider: provider.name, model: provider.version, seconds: round(indexingSeconds), items_per_s: Math.round(items.length / indexingSeconds) };
+  if (present !== items.length) results.indexing = { items: items.length, provider: provider.name, model: provider.version, seconds: round(indexingSeconds), items_per_s: Math.round(items.length / indexingSeconds) };
 
   // 2. Storage.
   const { rows: [sizes] } = await pool.query<{ table: string; indexes: string; locations: string; n: number }>(
@@ -239,6 +259,7 @@ try {
   const searchUrl = `http://127.0.0.1:${searchPort}`;
   const signalsUrl = `http://127.0.0.1:${signalsPort}`;
   const searchDir = path.join(dir, 'search');
+  if (!KEEP_INDEX) await rm(searchDir, { recursive: true, force: true });
   const serviceEnv = { ...baseEnv, HOST: '127.0.0.1', SEARCH_PORT: String(searchPort), SIGNALS_PORT: String(signalsPort), SEARCH_URL: searchUrl, SIGNALS_URL: signalsUrl };
   const started = performance.now();
   const search = serve('search', { ...serviceEnv, DATA_DIR: searchDir });
@@ -277,13 +298,14 @@ try {
   const report = (kind: string, s: Latency, c: Latency) => log(`${kind.padEnd(9)} 1 at a time p50 ${String(s.p50_ms).padStart(6)} p95 ${String(s.p95_ms).padStart(6)} p99 ${String(s.p99_ms).padStart(6)} ms | `
     + `${CONCURRENCY} at a time p50 ${String(c.p50_ms).padStart(6)} p95 ${String(c.p95_ms).padStart(6)} p99 ${String(c.p99_ms).padStart(6)} ms | mean total ${s.mean_total} (${s.estimated_totals}/${s.n} estimated${s.native_fallbacks + c.native_fallbacks ? `, ${s.native_fallbacks + c.native_fallbacks} native fallbacks` : ''})`);
   for (const [kind, queries] of Object.entries(kinds)) {
+    if (!STEPS.has(kind)) continue;
     const request = (i: number) => runSearch(searchBody(queries[i % queries.length], i));
     const sequential = await measure(queries.length, 1, request);
     const concurrent = await measure(Math.max(queries.length, CONCURRENCY * 4), CONCURRENCY, request);
     latencies[kind] = { sequential, concurrent };
     report(kind, sequential, concurrent);
   }
-  {
+  if (STEPS.has('discover')) {
     const request = async (i: number): Promise<Answer> => {
       const { meta } = await post(`${signalsUrl}/api/v1/network/item/discover`, signalsKey, discoverBody(TEXTS[i % TEXTS.length], i));
       return { total: meta.total, estimated: false, fallback: meta.source !== 'signals_search' };
@@ -296,11 +318,13 @@ try {
   results.queries = { via: 'POST /v1/search and POST /api/v1/network/item/discover over HTTP, separate service processes', limit: 20, latencies };
 
   // 5. recall@20 against brute force over every vector.
+  if (STEPS.has('recall')) {
   const dims = provider.version.dimensions;
   const texts = items.map((i) => searchText(domain, i.item_state));
   const matrix = new Float32Array(items.length * dims);
   for (let k = 0; k < items.length; k += 5000) {
-    (await provider.embed(texts.slice(k, k + 5000))).forEach((v, n) => matrix.set(v, (k + n) * dims));
+    // As stored (binary16): the exact ranking is over the stored vectors.
+    (await provider.embed(texts.slice(k, k + 5000))).forEach((v, n) => matrix.set(roundToHalf(v), (k + n) * dims));
   }
   const exactTop = (q: Float32Array, exclude: number): number[] => {
     const scores = new Float32Array(items.length);
@@ -331,10 +355,13 @@ try {
   const recall = hits / asked;
   log(`recall@20 ${round(recall, 4)} over ${RECALL_QUERIES} queries (${RECALL_QUERIES / 2} texts, ${RECALL_QUERIES / 2} anchors)`);
   results.recall_at_20 = { recall: round(recall, 4), queries: RECALL_QUERIES };
+  }
 
   // 6. Catch-up delay: an item re-indexed with the state of another whose text is unique (the real
   //    indexer), until the search service ranks it first for that other item as anchor: its new
   //    vector is identical, and only the vector index can find it.
+  if (STEPS.has('catchup')) {
+  const texts = items.map((i) => searchText(domain, i.item_state));
   const textCount = new Map<string, number>();
   for (const t of texts) textCount.set(t, (textCount.get(t) ?? 0) + 1);
   const delays: number[] = [];
@@ -356,6 +383,7 @@ try {
   delays.sort((a, b) => a - b);
   log(`catch-up delay: median ${Math.round(delays[2])} ms, max ${Math.round(delays[4])} ms (5 changes)`);
   results.catch_up_ms = { median: Math.round(delays[2]), max: Math.round(delays[4]) };
+  }
 
   // 7. Memory of the search process.
   const rss = await rssMb(search.pid!);
@@ -364,12 +392,14 @@ try {
 
   await platform.stop();
   results.load_average_end = loadAverage();
-  await mkdir(path.dirname(RESULTS), { recursive: true });
-  await writeFile(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
-  log(`wrote ${path.relative(repo, RESULTS)} (load average ${loadAverage().join(' ')})`);
+  if (ALL_STEPS.every((s) => STEPS.has(s)) && results.indexing) {
+    await mkdir(path.dirname(RESULTS), { recursive: true });
+    await writeFile(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
+    log(`wrote ${path.relative(repo, RESULTS)} (load average ${loadAverage().join(' ')})`);
+  } else log(`not all steps ran: ${path.relative(repo, RESULTS)} left as it was (load average ${loadAverage().join(' ')})`);
 } finally {
   for (const child of children) await stop(child);
   await db.stop();
-  await rm(dir, { recursive: true, force: true });
+  if (!KEEP_DIR) await rm(dir, { recursive: true, force: true });
 }
 

@@ -53,7 +53,7 @@ export function indexEntryRoutes(ctx: PlatformContext): Router {
                 'updated_at', to_char(source_updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
                 'lifecycle_status', lifecycle_status) AS item,
               json_build_object('model_id', model_id, 'quantization', model_quantization, 'dimensions', model_dimensions) AS model,
-              embedding,
+              search.embedding_array(embedding) AS embedding,
               to_char(indexed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS indexed_at
          FROM search.items WHERE item_id = ANY($1::uuid[])
         ORDER BY array_position($1::uuid[], item_id)`,

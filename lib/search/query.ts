@@ -25,14 +25,15 @@
  * change, items not yet re-embedded cannot be ranked (or matched by similarity) until they are.
  */
 import type { EmbeddingProvider } from './embeddings/index.ts';
-import { sameModelVersion } from './embeddings/index.ts';
+import { cosineSimilarity, sameModelVersion } from './embeddings/index.ts';
 import type { ItemRecord } from '../network/items.ts';
 import { interactionAllowed, type Network } from '../network/config.ts';
 import { filterSql, resolveFilter, type ResolvedFilter } from './filters.ts';
 import { boundingBox, fromCoordinates, type GeoPoint } from '../network/geo.ts';
 import { DEFAULT_LIMIT, DEFAULT_VERSION, SearchError, type SearchBody, type SortOrder } from './request.ts';
+import { decodeHalf } from './half.ts';
 import { sameModelSql, type SqlRunner, type VectorBackendName } from './vector-backend.ts';
-import { decodeRealArray, exactNearest, refine, type CandidateFilter, type Neighbour, type VectorIndex } from './vector-index.ts';
+import { bytesOf, exactNearest, refine, type CandidateFilter, type Neighbour, type VectorIndex } from './vector-index.ts';
 
 /** Nearest neighbours of a text's embedding that can match it by similarity (see the file's rules). */
 export const VECTOR_MATCH_LIMIT = 200;
@@ -84,7 +85,7 @@ const RESULT_COLUMNS = `i.item_network, i.item_domain, i.item_type, i.item_id::t
 
 interface Anchor {
   id: string;
-  vector?: number[];
+  vector?: Float32Array;
   location?: GeoPoint;
 }
 
@@ -116,9 +117,9 @@ function checkScope(network: Network, body: SearchBody): { filters: ResolvedFilt
 async function loadAnchor(db: SqlRunner, network: Network, body: SearchBody, provider: EmbeddingProvider, id: string): Promise<Anchor> {
   const { rows: [row] } = await db.query<{
     item_network: string; item_domain: string; model_id: string; model_quantization: string; model_dimensions: number;
-    embedding: number[]; lat: number | null; lng: number | null;
+    e: Uint8Array; lat: number | null; lng: number | null;
   }>(
-    `SELECT i.item_network, i.item_domain, i.model_id, i.model_quantization, i.model_dimensions, i.embedding, l.lat, l.lng
+    `SELECT i.item_network, i.item_domain, i.model_id, i.model_quantization, i.model_dimensions, search.embedding_f16(i.embedding) AS e, l.lat, l.lng
        FROM search.items i LEFT JOIN search.item_locations l ON l.item_id = i.item_id AND l.position = 0
       WHERE i.item_id = $1`, [id]);
   if (!row || row.item_network !== body.context.networkId) {
@@ -133,7 +134,7 @@ async function loadAnchor(db: SqlRunner, network: Network, body: SearchBody, pro
     { model_id: row.model_id, quantization: row.model_quantization, dimensions: row.model_dimensions }, provider.version);
   return {
     id,
-    vector: comparable ? row.embedding.map(Number) : undefined,
+    vector: comparable ? decodeHalf(bytesOf(row.e)) : undefined,
     location: row.lat !== null && row.lng !== null ? { lat: row.lat, lng: row.lng } : undefined,
   };
 }
@@ -197,7 +198,7 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
   return engine.transaction(async (db) => {
     const anchor = intent.item ? await loadAnchor(db, network, body, provider, intent.item.id) : undefined;
     const spatial = (intent.spatial ?? []).map((s) => ({ point: fromCoordinates(s.geometry.coordinates), meters: s.distanceMeters }));
-    const ranking = anchor?.vector ? Float32Array.from(anchor.vector) : textVector;
+    const ranking = anchor?.vector ? anchor.vector : textVector;
     const centre = intent.orderingCenter ? fromCoordinates(intent.orderingCenter.coordinates) : spatial[0]?.point ?? anchor?.location;
     const sort = sortApplied(intent.sort, ranking !== undefined, centre !== undefined);
     const distanceFrom = sort === 'nearest' ? centre : spatial[0]?.point;
@@ -314,7 +315,7 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
     const distance = distanceFrom ? `(SELECT min(search.distance_m(${p(distanceFrom.lat)}, ${p(distanceFrom.lng)}, l.lat, l.lng))
         FROM search.item_locations l WHERE l.item_id = i.item_id)` : 'NULL::float8';
     const needScores = ranking && !(relevance && ranking);
-    const embedding = needScores ? `CASE WHEN ${sameModel(p)} THEN array_send(i.embedding) END` : 'NULL::bytea';
+    const embedding = needScores ? `CASE WHEN ${sameModel(p)} THEN search.embedding_f16(i.embedding) END` : 'NULL::bytea';
     const { rows: records } = page.length
       ? await db.query<SearchItem & { dist: number | null; e: Uint8Array | null }>(
         `SELECT ${RESULT_COLUMNS}, ${distance} AS dist, ${embedding} AS e FROM search.items i WHERE i.item_id = ANY($1::uuid[])`, params)
@@ -323,11 +324,7 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
     const items: SearchItem[] = page.map((r) => {
       const { dist, e, ...record } = byId.get(r.item_id)!;
       let score = r.score;
-      if (score === undefined && e && ranking) {
-        const v = decodeRealArray(e);
-        score = 0;
-        for (let n = 0; n < v.length; n++) score += v[n] * ranking[n];
-      }
+      if (score === undefined && e && ranking) score = cosineSimilarity(ranking, decodeHalf(bytesOf(e)));
       return { ...record, ...(score !== undefined ? { score } : {}), ...(dist != null ? { distanceMeters: Number(dist) } : {}) };
     });
     return {

@@ -26,7 +26,8 @@ import { Index } from 'usearch';
 import type { Pool } from '../platform/db.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ModelVersion } from './embeddings/index.ts';
-import { byRank, CANDIDATE_COLUMNS, decodeRealArray, type Neighbour, type VectorIndex } from './vector-index.ts';
+import { decodeHalf } from './half.ts';
+import { byRank, CANDIDATE_COLUMNS, type Neighbour, type VectorIndex } from './vector-index.ts';
 import { dims, type SqlRunner } from './vector-backend.ts';
 
 export const CATCH_UP_MS = 500;
@@ -189,14 +190,14 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
     for (;;) {
       if ((state as State) === 'closed' || (pool as { ending?: boolean }).ending) throw new Error('stopped before the build completed');
       const { rows } = await pool.query<{ k: string; e: Buffer }>(
-        `SELECT ann_key::text AS k, array_send(embedding) AS e FROM search.items
+        `SELECT ann_key::text AS k, search.embedding_f16(embedding) AS e FROM search.items
           WHERE lifecycle_status = 'live' AND ${sameModel} AND ann_key > $3 ORDER BY ann_key LIMIT ${READ_BATCH}`, [...modelParams, after]);
       if (!rows.length) break;
       const keys = new BigUint64Array(rows.length);
       const vectors = new Float32Array(rows.length * dimensions);
       rows.forEach((r, n) => {
         keys[n] = BigInt(r.k);
-        vectors.set(decodeRealArray(r.e), n * dimensions);
+        vectors.set(decodeHalf(r.e), n * dimensions);
       });
       // Steps of 500 vectors: each blocks the event loop for a fraction of a second at most.
       for (let i = 0; i < rows.length; i += 500) {
@@ -240,10 +241,10 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
     for (let from = readFrom; ;) {
       const { rows } = await pool.query<{ k: string; s: string; keep: boolean; e: Buffer | null }>(
         `SELECT ann_key::text AS k, change_seq::text AS s, (lifecycle_status = 'live' AND ${sameModel}) AS keep,
-                CASE WHEN lifecycle_status = 'live' AND ${sameModel} THEN array_send(embedding) END AS e
+                CASE WHEN lifecycle_status = 'live' AND ${sameModel} THEN search.embedding_f16(embedding) END AS e
            FROM search.items WHERE change_seq > $3 ORDER BY change_seq LIMIT ${READ_BATCH}`, [...modelParams, from]);
       const fresh = rows.filter((r) => applied.get(r.k) !== Number(r.s));
-      upsert(fresh.filter((r) => r.keep).map((r) => ({ key: BigInt(r.k), vector: decodeRealArray(r.e!) })));
+      upsert(fresh.filter((r) => r.keep).map((r) => ({ key: BigInt(r.k), vector: decodeHalf(r.e!) })));
       remove(fresh.filter((r) => !r.keep).map((r) => BigInt(r.k)));
       for (const r of fresh) applied.set(r.k, Number(r.s));
       count += fresh.length;
