@@ -69,6 +69,8 @@ export interface UsearchIndexDeps {
    * be built with one thread count (usearch reserves per-thread state when it grows).
    */
   threads?: number;
+  /** First delay before a failed load, build or catch-up is tried again (default 5 s). */
+  retryMs?: number;
 }
 
 /**
@@ -84,7 +86,7 @@ const newIndex = (dimensions: number) => new Index({
 const keyStrings = (keys: BigUint64Array, from: number, to: number) => Array.from(keys.subarray(from, to), String);
 
 export interface UsearchIndex extends VectorIndex {
-  /** Resolves when the index is ready (after load or build) or failed. */
+  /** Resolves when the first load or build has completed (ready) or failed (a rebuild follows). */
   whenSettled(): Promise<void>;
   /** Applies changes since the cursor now. @returns rows applied. */
   catchUp(): Promise<number>;
@@ -95,8 +97,8 @@ export interface UsearchIndex extends VectorIndex {
 
 /**
  * Opens the in-process index of `deps.version` and starts loading or building it in the
- * background, then catching up every CATCH_UP_MS. Never throws: failures are logged and the
- * index stays not ready (exact path).
+ * background, then catching up every CATCH_UP_MS. Never throws: failures are logged, the index is
+ * not ready (exact path) and is rebuilt after a delay.
  */
 export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
   const { pool, version } = deps;
@@ -285,18 +287,31 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
     timer.unref();
   };
 
-  const start = serial(async () => {
+  /**
+   * Load or build, then the first catch-up. A failure (database unreachable, a catch-up that
+   * fails) leaves the index unused (exact path) and tries again after retryMs, doubling up to a
+   * minute: a rebuild from search.items, since a half-applied catch-up cannot be trusted.
+   */
+  let retryMs = deps.retryMs ?? 5_000;
+  const open = (rebuild: boolean) => serial(async () => {
     epoch = await readEpoch();
-    if (!(await load())) await build();
+    if (rebuild || !(await load())) await build();
     if ((state as State) === 'closed') return;
     state = 'ready';
     await catchUp();
     tick();
   }).catch((err) => {
-    if (state !== 'closed') state = 'failed';
-    log.error({ err: (err as Error).message }, 'vector index unavailable: searches take the exact path');
-  }).finally(settle);
-  void start;
+    if (state === 'closed') return;
+    state = 'failed';
+    index = undefined;
+    log.error({ err: (err as Error).message, retry_ms: retryMs }, 'vector index unavailable: searches take the exact path until it is rebuilt');
+    timer = setTimeout(() => {
+      if ((state as State) !== 'closed' && !(pool as { ending?: boolean }).ending) void open(true);
+    }, retryMs);
+    timer.unref();
+    retryMs = Math.min(60_000, retryMs * 2);
+  });
+  void open(false).finally(settle);
 
   return {
     backend: 'usearch',
