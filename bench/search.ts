@@ -34,7 +34,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -50,6 +50,7 @@ import { loadNetwork } from '../lib/network/config.ts';
 import { searchText } from '../lib/network/search-text.ts';
 import { indexSnapshots } from '../lib/search/indexer.ts';
 import { roundToHalf } from '../lib/search/half.ts';
+import { exactSearch, MetricKind } from 'usearch';
 import { freePort } from '../lib/platform/free-port.ts';
 import { facilityItems } from './pmgsy-facilities.ts';
 
@@ -137,12 +138,17 @@ const discoverBody = (q: string, i: number) => ({
   item_network: network.id, item_domain: domain.name, item_type: domain.itemType, q, limit: 20, offset: i % 3 === 0 ? 20 : 0,
 });
 
-interface Latency { n: number; p50_ms: number; p95_ms: number; p99_ms: number; mean_total: number; estimated_totals: number; native_fallbacks: number }
+interface Latency {
+  n: number; p50_ms: number; p95_ms: number; p99_ms: number; mean_total: number; estimated_totals: number; native_fallbacks: number;
+  /** CPU time per request of the service processes and of PostgreSQL (all its processes): what load on other work does not distort much. */
+  cpu_ms_per_request?: Record<string, number>;
+}
 interface Answer { total: number; estimated: boolean; fallback?: boolean }
 
 /** Runs `count` requests `request(i)` with `concurrency` in flight (after 3 warm-ups); latencies. */
 async function measure(count: number, concurrency: number, request: (i: number) => Promise<Answer>): Promise<Latency> {
   for (let i = 0; i < 3; i++) await request(i);
+  const cpuBefore = await cpuProbe();
   const times: number[] = [];
   let totals = 0;
   let estimated = 0;
@@ -159,9 +165,34 @@ async function measure(count: number, concurrency: number, request: (i: number) 
       if (answer.fallback) fallbacks++;
     }
   }));
+  const cpuAfter = await cpuProbe();
   times.sort((a, b) => a - b);
   const at = (q: number) => round(times[Math.min(times.length - 1, Math.ceil(times.length * q) - 1)]);
-  return { n: times.length, p50_ms: at(0.5), p95_ms: at(0.95), p99_ms: at(0.99), mean_total: Math.round(totals / times.length), estimated_totals: estimated, native_fallbacks: fallbacks };
+  const cpu = Object.fromEntries(Object.keys(cpuAfter).map((k) => [k, round((cpuAfter[k] - (cpuBefore[k] ?? 0)) / times.length, 2)]));
+  return {
+    n: times.length, p50_ms: at(0.5), p95_ms: at(0.95), p99_ms: at(0.99), mean_total: Math.round(totals / times.length), estimated_totals: estimated, native_fallbacks: fallbacks,
+    cpu_ms_per_request: cpu,
+  };
+}
+
+/** CPU time (user + system, ms) used so far by the named processes; set once the services run. */
+let cpuProbe: () => Promise<Record<string, number>> = async () => ({});
+const TICK_MS = 10; // USER_HZ = 100 on Linux
+async function processCpuMs(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return fields.length > 12 ? (Number(fields[11]) + Number(fields[12])) * TICK_MS : 0;
+}
+/** The postmaster of `clusterDir` and its children (backends, whose CPU ends up in their own stat). */
+async function postgresPids(clusterDir: string): Promise<number[]> {
+  const postmaster = Number((await readFile(path.join(clusterDir, 'postmaster.pid'), 'utf8')).split('\n')[0]);
+  const pids = [postmaster];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
+    if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === postmaster) pids.push(Number(entry));
+  }
+  return pids;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -238,7 +269,7 @@ try {
   const indexingSeconds = (performance.now() - indexingStarted) / 1000;
   await pool.query('VACUUM ANALYZE search.items');
   await pool.query('VACUUM ANALYZE search.item_locations');
-  log(`indexed ${items.length} items with ${provider.name} (${provider.version.model_id}) through the search-index-items task in ${round(indexingSeconds)} s (${Math.round(items.length / indexingSeconds)} items/s)`);
+  if (present !== items.length) log(`indexed ${items.length} items with ${provider.name} (${provider.version.model_id}) through the search-index-items task in ${round(indexingSeconds)} s (${Math.round(items.length / indexingSeconds)} items/s)`);
   if (present !== items.length) results.indexing = { items: items.length, provider: provider.name, model: provider.version, seconds: round(indexingSeconds), items_per_s: Math.round(items.length / indexingSeconds) };
 
   // 2. Storage.
@@ -280,7 +311,12 @@ try {
     file_mb: round(fileBytes / 2 ** 20), file_bytes_per_item: Math.round(fileBytes / status.size),
   };
 
-  // 4. Latency over HTTP.
+  // 4. Latency over HTTP, with the CPU time each request costs the services and PostgreSQL.
+  const signalsChild = children[1];
+  cpuProbe = async () => {
+    const pg = await Promise.all((await postgresPids(path.join(dir, 'pg', 'postgres'))).map(processCpuMs));
+    return { search: await processCpuMs(search.pid!), signals: await processCpuMs(signalsChild.pid!), postgres: pg.reduce((a, b) => a + b, 0) };
+  };
   const searchKey = (await createApiKey(pool, 'search', 'bench')).key;
   const signalsKey = (await createApiKey(pool, 'signals', 'bench')).key;
   const post = async (url: string, key: string, payload: unknown) => {
@@ -295,7 +331,8 @@ try {
   };
   const kinds = intents(items, QUERIES);
   const latencies: Record<string, { sequential: Latency; concurrent: Latency }> = {};
-  const report = (kind: string, s: Latency, c: Latency) => log(`${kind.padEnd(9)} 1 at a time p50 ${String(s.p50_ms).padStart(6)} p95 ${String(s.p95_ms).padStart(6)} p99 ${String(s.p99_ms).padStart(6)} ms | `
+  const report = (kind: string, s: Latency, c: Latency) => log(`${kind.padEnd(9)} 1 at a time p50 ${String(s.p50_ms).padStart(6)} p95 ${String(s.p95_ms).padStart(6)} p99 ${String(s.p99_ms).padStart(6)} ms `
+    + `(CPU/request: search ${s.cpu_ms_per_request?.search} ms, signals ${s.cpu_ms_per_request?.signals} ms, PostgreSQL ${s.cpu_ms_per_request?.postgres} ms) | `
     + `${CONCURRENCY} at a time p50 ${String(c.p50_ms).padStart(6)} p95 ${String(c.p95_ms).padStart(6)} p99 ${String(c.p99_ms).padStart(6)} ms | mean total ${s.mean_total} (${s.estimated_totals}/${s.n} estimated${s.native_fallbacks + c.native_fallbacks ? `, ${s.native_fallbacks + c.native_fallbacks} native fallbacks` : ''})`);
   for (const [kind, queries] of Object.entries(kinds)) {
     if (!STEPS.has(kind)) continue;
@@ -323,18 +360,27 @@ try {
   const texts = items.map((i) => searchText(domain, i.item_state));
   const matrix = new Float32Array(items.length * dims);
   for (let k = 0; k < items.length; k += 5000) {
-    // As stored (binary16): the exact ranking is over the stored vectors.
-    (await provider.embed(texts.slice(k, k + 5000))).forEach((v, n) => matrix.set(roundToHalf(v), (k + n) * dims));
+    // As stored (binary16), then unit length: the exact ranking is by the cosine of the stored
+    // vectors, as the service scores.
+    (await provider.embed(texts.slice(k, k + 5000))).forEach((v, n) => {
+      const stored = roundToHalf(v);
+      const norm = Math.hypot(...stored) || 1;
+      matrix.set(stored.map((x) => x / norm), (k + n) * dims);
+    });
   }
+  // Brute force over every vector (usearch's exact search, native), then the 20 best of its 60 by
+  // their cosine computed here.
   const exactTop = (q: Float32Array, exclude: number): number[] => {
-    const scores = new Float32Array(items.length);
-    for (let r = 0; r < items.length; r++) {
+    const { keys } = exactSearch(matrix, q, dims, 60, MetricKind.Cos, 0) as { keys: BigUint64Array };
+    const scores: number[] = [];
+    for (const key of keys) {
+      const r = Number(key);
+      if (r === exclude) continue;
       let s = 0;
-      const o = r * dims;
-      for (let d = 0; d < dims; d++) s += matrix[o + d] * q[d];
-      scores[r] = r === exclude ? -Infinity : s;
+      for (let d = 0, o = r * dims; d < dims; d++) s += matrix[o + d] * q[d];
+      scores.push(s);
     }
-    return Array.from(scores).sort((a, b) => b - a).slice(0, 20);
+    return scores.sort((a, b) => b - a).slice(0, 20);
   };
   let hits = 0;
   let asked = 0;

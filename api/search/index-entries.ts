@@ -59,6 +59,11 @@ export function indexEntryRoutes(ctx: PlatformContext): Router {
         ORDER BY array_position($1::uuid[], item_id)`,
       [ids],
     );
+    // Stored in half precision (sql/015_search_f16.sql), unit length only to ~1e-4: normalised again.
+    for (const row of rows) {
+      const norm = Math.hypot(...row.embedding) || 1;
+      row.embedding = row.embedding.map((x) => x / norm);
+    }
     res.json({ entries: rows });
   });
   return router;

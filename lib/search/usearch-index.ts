@@ -35,8 +35,8 @@ const SETTLE_MS = 5_000;
 const SAVE_EVERY_MS = 5 * 60_000;
 /** Rows read per step of a build or a catch-up. */
 const READ_BATCH = 2000;
-/** Candidates asked of the graph at first, and the most it is ever asked for. */
-const MIN_CANDIDATES = 400;
+/** Candidates asked of the graph at least (its search keeps HNSW.expansion_search), and the most it is ever asked for. */
+const MIN_CANDIDATES = 100;
 const MAX_CANDIDATES = 20_000;
 
 interface FileMeta {
@@ -74,13 +74,14 @@ export interface UsearchIndexDeps {
 }
 
 /**
- * HNSW settings: 16 links per node; 128 candidates kept while adding and 256 while searching
- * (usearch's default of 64 gave recall@20 0.90 on the PMGSY facilities, whose texts are many and
- * near-identical).
+ * HNSW settings (measured on the full PMGSY file, 266,974 hashing vectors, recall@20 of the
+ * re-ranked top 120 against brute force over 200 queries: docs/decisions.md "Search at scale"):
+ * 16 links per node and 128 candidates kept while adding (build ~100 s on 2 cores); EXPANSION_SEARCH
+ * candidates kept while searching: 400 gave 0.91, 800 0.94, 1600 0.965 (the texts are many and
+ * near-identical, so the exact top 20 sits among hundreds of near-ties).
  */
-const newIndex = (dimensions: number) => new Index({
-  metric: 'cos', connectivity: 16, dimensions, quantization: 'f16', expansion_add: 128, expansion_search: 256,
-} as never);
+export const HNSW = { connectivity: 16, expansion_add: 128, expansion_search: 1600 };
+const newIndex = (dimensions: number) => new Index({ metric: 'cos', dimensions, quantization: 'f16', ...HNSW } as never);
 
 /** Keys of usearch results (uint64) as the strings PostgreSQL takes for bigint[]. */
 const keyStrings = (keys: BigUint64Array, from: number, to: number) => Array.from(keys.subarray(from, to), String);

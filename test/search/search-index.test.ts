@@ -207,7 +207,7 @@ describe('search-reconcile', () => {
     const item = facility({ name: 'Veterinary Hospital Pundri' });
     const before = await indexedAt(item.item_id, (await put(item)).updated_at);
     await platform.ctx.pool.query(
-      `UPDATE search.items SET model_id = 'an-older-model', embedding = array_fill(0.125::real, ARRAY[64]), model_dimensions = 64 WHERE item_id = $1`,
+      `UPDATE search.items SET model_id = 'an-older-model', embedding = search.embedding_of(array_fill(0.125::real, ARRAY[64])), model_dimensions = 64 WHERE item_id = $1`,
       [item.item_id]);
 
     await runJob('search-reconcile', {});
