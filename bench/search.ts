@@ -27,6 +27,8 @@
  *   already holds the rows;
  * - BENCH_KEEP_INDEX=1 (with BENCH_DIR): keep the search service's index file, so it loads instead
  *   of being built from empty (build time then measures the load);
+ * - BENCH_CPU_PROF=dir: the services run with `node --cpu-prof`, profiles written to dir/<service>
+ *   when they stop;
  * - BENCH_STEPS: a comma list of what to run after the storage figures, among text, filter,
  *   spatial, anchor, combined, newest, discover, recall, catchup (default all). bench/results/
  *   search.json is written only when all run.
@@ -206,7 +208,8 @@ async function rssMb(pid: number): Promise<{ now: number; peak: number }> {
 }
 
 function serve(service: string, env: NodeJS.ProcessEnv): ChildProcess {
-  const child = spawn(process.execPath, [path.join(repo, 'bin/ldp.js'), 'serve', '--service', service], { cwd: repo, env, stdio: ['ignore', 'ignore', 'inherit'] });
+  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(process.env.BENCH_CPU_PROF, service)] : [];
+  const child = spawn(process.execPath, [...profile, path.join(repo, 'bin/ldp.js'), 'serve', '--service', service], { cwd: repo, env, stdio: ['ignore', 'ignore', 'inherit'] });
   child.on('exit', (code, signal) => {
     if (code !== 0 && signal !== 'SIGTERM') process.stderr.write(`${service} exited with ${code ?? signal}\n`);
   });
