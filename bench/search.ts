@@ -180,10 +180,12 @@ async function measure(count: number, concurrency: number, request: (i: number) 
 /** CPU time (user + system, ms) used so far by the named processes; set once the services run. */
 let cpuProbe: () => Promise<Record<string, number>> = async () => ({});
 const TICK_MS = 10; // USER_HZ = 100 on Linux
-async function processCpuMs(pid: number): Promise<number> {
+/** `withChildren`: also the CPU of its children that have exited (cutime, cstime): the postmaster reaps its backends. */
+async function processCpuMs(pid: number, withChildren = false): Promise<number> {
   const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return fields.length > 12 ? (Number(fields[11]) + Number(fields[12])) * TICK_MS : 0;
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+  if (fields.length <= 14) return 0;
+  return (fields[11] + fields[12] + (withChildren ? fields[13] + fields[14] : 0)) * TICK_MS;
 }
 /** The postmaster of `clusterDir` and its children (backends, whose CPU ends up in their own stat). */
 async function postgresPids(clusterDir: string): Promise<number[]> {
@@ -317,7 +319,7 @@ try {
   // 4. Latency over HTTP, with the CPU time each request costs the services and PostgreSQL.
   const signalsChild = children[1];
   cpuProbe = async () => {
-    const pg = await Promise.all((await postgresPids(path.join(dir, 'pg', 'postgres'))).map(processCpuMs));
+    const pg = await Promise.all((await postgresPids(path.join(dir, 'pg', 'postgres'))).map((pid, n) => processCpuMs(pid, n === 0)));
     return { search: await processCpuMs(search.pid!), signals: await processCpuMs(signalsChild.pid!), postgres: pg.reduce((a, b) => a + b, 0) };
   };
   const searchKey = (await createApiKey(pool, 'search', 'bench')).key;
