@@ -18,11 +18,25 @@
  *    search service ranks it first for that other item as anchor (through the vector index).
  * 7. RSS of the search process (now and peak), and the load average at start and end.
  * Prints the figures and writes bench/results/search.json.
+ *
+ * Knobs for iterating (defaults: everything, from scratch, in a temporary directory):
+ * - BENCH_ITEMS: rows of the file (default all valid ones);
+ * - BENCH_QUERIES: requests per kind (default 100); BENCH_CONCURRENCY (default 16);
+ * - BENCH_DIR: work in this directory and keep it: its PostgreSQL cluster is reused (migrations
+ *   run again, so a new one is applied to the old data), and indexing is skipped when search.items
+ *   already holds the rows;
+ * - BENCH_KEEP_INDEX=1 (with BENCH_DIR): keep the search service's index file, so it loads instead
+ *   of being built from empty (build time then measures the load);
+ * - BENCH_CPU_PROF=dir: the services run with `node --cpu-prof`, profiles written to dir/<service>
+ *   when they stop;
+ * - BENCH_STEPS: a comma list of what to run after the storage figures, among text, filter,
+ *   spatial, anchor, combined, newest, discover, recall, catchup (default all). bench/results/
+ *   search.json is written only when all run.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -37,6 +51,8 @@ import { createLogger } from '../lib/platform/logger.ts';
 import { loadNetwork } from '../lib/network/config.ts';
 import { searchText } from '../lib/network/search-text.ts';
 import { indexSnapshots } from '../lib/search/indexer.ts';
+import { roundToHalf } from '../lib/search/half.ts';
+import { exactSearch, MetricKind } from 'usearch';
 import { freePort } from '../lib/platform/free-port.ts';
 import { facilityItems } from './pmgsy-facilities.ts';
 
@@ -48,6 +64,10 @@ const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const RECALL_QUERIES = 200;
 const BATCH = 1000;
 const RESULTS = path.join(repo, 'bench/results/search.json');
+const ALL_STEPS = ['text', 'filter', 'spatial', 'anchor', 'combined', 'newest', 'discover', 'recall', 'catchup'];
+const STEPS = new Set(process.env.BENCH_STEPS ? process.env.BENCH_STEPS.split(',').map((s) => s.trim()) : ALL_STEPS);
+const KEEP_DIR = process.env.BENCH_DIR;
+const KEEP_INDEX = KEEP_DIR !== undefined && process.env.BENCH_KEEP_INDEX === '1';
 
 if (!existsSync(DATA)) {
   process.stderr.write(`No dataset at ${DATA} (../shared must sit beside the repository)\n`);
@@ -120,12 +140,17 @@ const discoverBody = (q: string, i: number) => ({
   item_network: network.id, item_domain: domain.name, item_type: domain.itemType, q, limit: 20, offset: i % 3 === 0 ? 20 : 0,
 });
 
-interface Latency { n: number; p50_ms: number; p95_ms: number; p99_ms: number; mean_total: number; estimated_totals: number; native_fallbacks: number }
+interface Latency {
+  n: number; p50_ms: number; p95_ms: number; p99_ms: number; mean_total: number; estimated_totals: number; native_fallbacks: number;
+  /** CPU time per request of the service processes and of PostgreSQL (all its processes): what load on other work does not distort much. */
+  cpu_ms_per_request?: Record<string, number>;
+}
 interface Answer { total: number; estimated: boolean; fallback?: boolean }
 
 /** Runs `count` requests `request(i)` with `concurrency` in flight (after 3 warm-ups); latencies. */
 async function measure(count: number, concurrency: number, request: (i: number) => Promise<Answer>): Promise<Latency> {
   for (let i = 0; i < 3; i++) await request(i);
+  const cpuBefore = await cpuProbe();
   const times: number[] = [];
   let totals = 0;
   let estimated = 0;
@@ -142,9 +167,36 @@ async function measure(count: number, concurrency: number, request: (i: number) 
       if (answer.fallback) fallbacks++;
     }
   }));
+  const cpuAfter = await cpuProbe();
   times.sort((a, b) => a - b);
   const at = (q: number) => round(times[Math.min(times.length - 1, Math.ceil(times.length * q) - 1)]);
-  return { n: times.length, p50_ms: at(0.5), p95_ms: at(0.95), p99_ms: at(0.99), mean_total: Math.round(totals / times.length), estimated_totals: estimated, native_fallbacks: fallbacks };
+  const cpu = Object.fromEntries(Object.keys(cpuAfter).map((k) => [k, round((cpuAfter[k] - (cpuBefore[k] ?? 0)) / times.length, 2)]));
+  return {
+    n: times.length, p50_ms: at(0.5), p95_ms: at(0.95), p99_ms: at(0.99), mean_total: Math.round(totals / times.length), estimated_totals: estimated, native_fallbacks: fallbacks,
+    cpu_ms_per_request: cpu,
+  };
+}
+
+/** CPU time (user + system, ms) used so far by the named processes; set once the services run. */
+let cpuProbe: () => Promise<Record<string, number>> = async () => ({});
+const TICK_MS = 10; // USER_HZ = 100 on Linux
+/** `withChildren`: also the CPU of its children that have exited (cutime, cstime): the postmaster reaps its backends. */
+async function processCpuMs(pid: number, withChildren = false): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+  if (fields.length <= 14) return 0;
+  return (fields[11] + fields[12] + (withChildren ? fields[13] + fields[14] : 0)) * TICK_MS;
+}
+/** The postmaster of `clusterDir` and its children (backends, whose CPU ends up in their own stat). */
+async function postgresPids(clusterDir: string): Promise<number[]> {
+  const postmaster = Number((await readFile(path.join(clusterDir, 'postmaster.pid'), 'utf8')).split('\n')[0]);
+  const pids = [postmaster];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
+    if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === postmaster) pids.push(Number(entry));
+  }
+  return pids;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -158,7 +210,8 @@ async function rssMb(pid: number): Promise<{ now: number; peak: number }> {
 }
 
 function serve(service: string, env: NodeJS.ProcessEnv): ChildProcess {
-  const child = spawn(process.execPath, [path.join(repo, 'bin/ldp.js'), 'serve', '--service', service], { cwd: repo, env, stdio: ['ignore', 'ignore', 'inherit'] });
+  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(process.env.BENCH_CPU_PROF, service)] : [];
+  const child = spawn(process.execPath, [...profile, path.join(repo, 'bin/ldp.js'), 'serve', '--service', service], { cwd: repo, env, stdio: ['ignore', 'ignore', 'inherit'] });
   child.on('exit', (code, signal) => {
     if (code !== 0 && signal !== 'SIGTERM') process.stderr.write(`${service} exited with ${code ?? signal}\n`);
   });
@@ -189,7 +242,8 @@ const results: Record<string, unknown> = {
 const items = await readSnapshots(ITEMS);
 log(`read ${items.length} facilities from ${path.basename(DATA)}`);
 
-const dir = await mkdtemp(path.join(os.tmpdir(), 'ldp-bench-search-'));
+const dir = KEEP_DIR ? path.resolve(KEEP_DIR) : await mkdtemp(path.join(os.tmpdir(), 'ldp-bench-search-'));
+await mkdir(dir, { recursive: true });
 const db = await startEmbeddedPostgres({ dataDir: path.join(dir, 'pg'), port: await freePort() });
 const children: ChildProcess[] = [];
 try {
@@ -202,8 +256,10 @@ try {
   const platform = await startPlatform(config, createLogger(config.LOG_LEVEL), databaseUrl, { services: [], worker: true });
   const { pool } = platform.ctx;
   const provider = await platform.ctx.embeddings();
+  const { rows: [{ n: present }] } = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM search.items');
+  if (present === items.length) log(`search.items already holds ${present} rows (BENCH_DIR): indexing skipped`);
   const indexingStarted = performance.now();
-  await withTransaction(pool, (client) => enqueueMany(client, Array.from({ length: Math.ceil(items.length / BATCH) }, (_, k) => ({
+  if (present !== items.length) await withTransaction(pool, (client) => enqueueMany(client, Array.from({ length: Math.ceil(items.length / BATCH) }, (_, k) => ({
     task: SEARCH_INDEX_TASK, payload: { items: items.slice(k * BATCH, (k + 1) * BATCH) }, priority: SEARCH_INDEX_PRIORITY,
   }))));
   for (;;) {
@@ -218,8 +274,8 @@ try {
   const indexingSeconds = (performance.now() - indexingStarted) / 1000;
   await pool.query('VACUUM ANALYZE search.items');
   await pool.query('VACUUM ANALYZE search.item_locations');
-  log(`indexed ${items.length} items with ${provider.name} (${provider.version.model_id}) through the search-index-items task in ${round(indexingSeconds)} s (${Math.round(items.length / indexingSeconds)} items/s)`);
-  results.indexing = { items: items.length, provider: provider.name, model: provider.version, seconds: round(indexingSeconds), items_per_s: Math.round(items.length / indexingSeconds) };
+  if (present !== items.length) log(`indexed ${items.length} items with ${provider.name} (${provider.version.model_id}) through the search-index-items task in ${round(indexingSeconds)} s (${Math.round(items.length / indexingSeconds)} items/s)`);
+  if (present !== items.length) results.indexing = { items: items.length, provider: provider.name, model: provider.version, seconds: round(indexingSeconds), items_per_s: Math.round(items.length / indexingSeconds) };
 
   // 2. Storage.
   const { rows: [sizes] } = await pool.query<{ table: string; indexes: string; locations: string; n: number }>(
@@ -239,6 +295,7 @@ try {
   const searchUrl = `http://127.0.0.1:${searchPort}`;
   const signalsUrl = `http://127.0.0.1:${signalsPort}`;
   const searchDir = path.join(dir, 'search');
+  if (!KEEP_INDEX) await rm(searchDir, { recursive: true, force: true });
   const serviceEnv = { ...baseEnv, HOST: '127.0.0.1', SEARCH_PORT: String(searchPort), SIGNALS_PORT: String(signalsPort), SEARCH_URL: searchUrl, SIGNALS_URL: signalsUrl };
   const started = performance.now();
   const search = serve('search', { ...serviceEnv, DATA_DIR: searchDir });
@@ -259,7 +316,12 @@ try {
     file_mb: round(fileBytes / 2 ** 20), file_bytes_per_item: Math.round(fileBytes / status.size),
   };
 
-  // 4. Latency over HTTP.
+  // 4. Latency over HTTP, with the CPU time each request costs the services and PostgreSQL.
+  const signalsChild = children[1];
+  cpuProbe = async () => {
+    const pg = await Promise.all((await postgresPids(path.join(dir, 'pg', 'postgres'))).map((pid, n) => processCpuMs(pid, n === 0)));
+    return { search: await processCpuMs(search.pid!), signals: await processCpuMs(signalsChild.pid!), postgres: pg.reduce((a, b) => a + b, 0) };
+  };
   const searchKey = (await createApiKey(pool, 'search', 'bench')).key;
   const signalsKey = (await createApiKey(pool, 'signals', 'bench')).key;
   const post = async (url: string, key: string, payload: unknown) => {
@@ -274,16 +336,18 @@ try {
   };
   const kinds = intents(items, QUERIES);
   const latencies: Record<string, { sequential: Latency; concurrent: Latency }> = {};
-  const report = (kind: string, s: Latency, c: Latency) => log(`${kind.padEnd(9)} 1 at a time p50 ${String(s.p50_ms).padStart(6)} p95 ${String(s.p95_ms).padStart(6)} p99 ${String(s.p99_ms).padStart(6)} ms | `
+  const report = (kind: string, s: Latency, c: Latency) => log(`${kind.padEnd(9)} 1 at a time p50 ${String(s.p50_ms).padStart(6)} p95 ${String(s.p95_ms).padStart(6)} p99 ${String(s.p99_ms).padStart(6)} ms `
+    + `(CPU/request: search ${s.cpu_ms_per_request?.search} ms, signals ${s.cpu_ms_per_request?.signals} ms, PostgreSQL ${s.cpu_ms_per_request?.postgres} ms) | `
     + `${CONCURRENCY} at a time p50 ${String(c.p50_ms).padStart(6)} p95 ${String(c.p95_ms).padStart(6)} p99 ${String(c.p99_ms).padStart(6)} ms | mean total ${s.mean_total} (${s.estimated_totals}/${s.n} estimated${s.native_fallbacks + c.native_fallbacks ? `, ${s.native_fallbacks + c.native_fallbacks} native fallbacks` : ''})`);
   for (const [kind, queries] of Object.entries(kinds)) {
+    if (!STEPS.has(kind)) continue;
     const request = (i: number) => runSearch(searchBody(queries[i % queries.length], i));
     const sequential = await measure(queries.length, 1, request);
     const concurrent = await measure(Math.max(queries.length, CONCURRENCY * 4), CONCURRENCY, request);
     latencies[kind] = { sequential, concurrent };
     report(kind, sequential, concurrent);
   }
-  {
+  if (STEPS.has('discover')) {
     const request = async (i: number): Promise<Answer> => {
       const { meta } = await post(`${signalsUrl}/api/v1/network/item/discover`, signalsKey, discoverBody(TEXTS[i % TEXTS.length], i));
       return { total: meta.total, estimated: false, fallback: meta.source !== 'signals_search' };
@@ -296,21 +360,32 @@ try {
   results.queries = { via: 'POST /v1/search and POST /api/v1/network/item/discover over HTTP, separate service processes', limit: 20, latencies };
 
   // 5. recall@20 against brute force over every vector.
+  if (STEPS.has('recall')) {
   const dims = provider.version.dimensions;
   const texts = items.map((i) => searchText(domain, i.item_state));
   const matrix = new Float32Array(items.length * dims);
   for (let k = 0; k < items.length; k += 5000) {
-    (await provider.embed(texts.slice(k, k + 5000))).forEach((v, n) => matrix.set(v, (k + n) * dims));
+    // As stored (binary16), then unit length: the exact ranking is by the cosine of the stored
+    // vectors, as the service scores.
+    (await provider.embed(texts.slice(k, k + 5000))).forEach((v, n) => {
+      const stored = roundToHalf(v);
+      const norm = Math.hypot(...stored) || 1;
+      matrix.set(stored.map((x) => x / norm), (k + n) * dims);
+    });
   }
+  // Brute force over every vector (usearch's exact search, native), then the 20 best of its 60 by
+  // their cosine computed here.
   const exactTop = (q: Float32Array, exclude: number): number[] => {
-    const scores = new Float32Array(items.length);
-    for (let r = 0; r < items.length; r++) {
+    const { keys } = exactSearch(matrix, q, dims, 60, MetricKind.Cos, 0) as { keys: BigUint64Array };
+    const scores: number[] = [];
+    for (const key of keys) {
+      const r = Number(key);
+      if (r === exclude) continue;
       let s = 0;
-      const o = r * dims;
-      for (let d = 0; d < dims; d++) s += matrix[o + d] * q[d];
-      scores[r] = r === exclude ? -Infinity : s;
+      for (let d = 0, o = r * dims; d < dims; d++) s += matrix[o + d] * q[d];
+      scores.push(s);
     }
-    return Array.from(scores).sort((a, b) => b - a).slice(0, 20);
+    return scores.sort((a, b) => b - a).slice(0, 20);
   };
   let hits = 0;
   let asked = 0;
@@ -331,10 +406,13 @@ try {
   const recall = hits / asked;
   log(`recall@20 ${round(recall, 4)} over ${RECALL_QUERIES} queries (${RECALL_QUERIES / 2} texts, ${RECALL_QUERIES / 2} anchors)`);
   results.recall_at_20 = { recall: round(recall, 4), queries: RECALL_QUERIES };
+  }
 
   // 6. Catch-up delay: an item re-indexed with the state of another whose text is unique (the real
   //    indexer), until the search service ranks it first for that other item as anchor: its new
   //    vector is identical, and only the vector index can find it.
+  if (STEPS.has('catchup')) {
+  const texts = items.map((i) => searchText(domain, i.item_state));
   const textCount = new Map<string, number>();
   for (const t of texts) textCount.set(t, (textCount.get(t) ?? 0) + 1);
   const delays: number[] = [];
@@ -356,6 +434,7 @@ try {
   delays.sort((a, b) => a - b);
   log(`catch-up delay: median ${Math.round(delays[2])} ms, max ${Math.round(delays[4])} ms (5 changes)`);
   results.catch_up_ms = { median: Math.round(delays[2]), max: Math.round(delays[4]) };
+  }
 
   // 7. Memory of the search process.
   const rss = await rssMb(search.pid!);
@@ -364,12 +443,14 @@ try {
 
   await platform.stop();
   results.load_average_end = loadAverage();
-  await mkdir(path.dirname(RESULTS), { recursive: true });
-  await writeFile(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
-  log(`wrote ${path.relative(repo, RESULTS)} (load average ${loadAverage().join(' ')})`);
+  if (ALL_STEPS.every((s) => STEPS.has(s)) && results.indexing) {
+    await mkdir(path.dirname(RESULTS), { recursive: true });
+    await writeFile(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
+    log(`wrote ${path.relative(repo, RESULTS)} (load average ${loadAverage().join(' ')})`);
+  } else log(`not all steps ran: ${path.relative(repo, RESULTS)} left as it was (load average ${loadAverage().join(' ')})`);
 } finally {
   for (const child of children) await stop(child);
   await db.stop();
-  await rm(dir, { recursive: true, force: true });
+  if (!KEEP_DIR) await rm(dir, { recursive: true, force: true });
 }
 

@@ -53,12 +53,17 @@ export function indexEntryRoutes(ctx: PlatformContext): Router {
                 'updated_at', to_char(source_updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
                 'lifecycle_status', lifecycle_status) AS item,
               json_build_object('model_id', model_id, 'quantization', model_quantization, 'dimensions', model_dimensions) AS model,
-              embedding,
+              search.embedding_array(embedding) AS embedding,
               to_char(indexed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS indexed_at
          FROM search.items WHERE item_id = ANY($1::uuid[])
         ORDER BY array_position($1::uuid[], item_id)`,
       [ids],
     );
+    // Stored in half precision (sql/015_search_f16.sql), unit length only to ~1e-4: normalised again.
+    for (const row of rows) {
+      const norm = Math.hypot(...row.embedding) || 1;
+      row.embedding = row.embedding.map((x) => x / norm);
+    }
     res.json({ entries: rows });
   });
   return router;

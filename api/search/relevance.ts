@@ -49,7 +49,7 @@ export function relevanceRoutes(ctx: PlatformContext): Router {
         { code: 'interaction_not_allowed' });
     }
     const { rows } = await ctx.pool.query<IndexedItem>(
-      `SELECT item_id::text AS item_id, item_network, item_domain, item_type, lifecycle_status, embedding,
+      `SELECT item_id::text AS item_id, item_network, item_domain, item_type, lifecycle_status, search.embedding_array(embedding) AS embedding,
               json_build_object('model_id', model_id, 'quantization', model_quantization, 'dimensions', model_dimensions) AS model
          FROM search.items WHERE item_id = ANY($1::uuid[])`, [[source.id, target.id]]);
     const indexed = (role: 'source' | 'target', ref: z.infer<typeof itemRef>): IndexedItem => {

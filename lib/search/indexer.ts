@@ -18,6 +18,8 @@ import type { ItemRecord } from '../network/items.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { Network } from '../network/config.ts';
 import { searchText } from '../network/search-text.ts';
+import { encodeHalf } from './half.ts';
+import { readVectorBackend, type VectorBackendName } from './vector-backend.ts';
 
 export interface IndexOutcome {
   /** Rows inserted or updated. */
@@ -48,7 +50,7 @@ export function contentHash(text: string): string {
  * `vectors` concatenated as one PostgreSQL `real[]` in the binary wire format (array_send: header,
  * one dimension, then each element as length 4 + big-endian float4). node-postgres sends a Buffer
  * parameter in binary, so the server reads the floats without parsing text (about 4x faster than a
- * JSON or text array here); each row takes its slice.
+ * JSON or text array here); each row takes its slice, cast to halfvec (pgvector backend).
  */
 function binaryRealArray(vectors: Float32Array[]): Buffer {
   const count = vectors.reduce((n, v) => n + v.length, 0);
@@ -67,6 +69,29 @@ function binaryRealArray(vectors: Float32Array[]): Buffer {
     }
   }
   return buf;
+}
+
+const backends = new WeakMap<Pool, Promise<VectorBackendName>>();
+/** The pool's vector backend, read once (it is fixed by the migrations). */
+function backendOf(pool: Pool): Promise<VectorBackendName> {
+  let backend = backends.get(pool);
+  if (!backend) {
+    backend = readVectorBackend(pool);
+    backend.catch(() => backends.delete(pool));
+    backends.set(pool, backend);
+  }
+  return backend;
+}
+
+/**
+ * The embedding column's value for row `d.n` of a write and its parameter (sql/015_search_f16.sql):
+ * pgvector, a slice of one binary real[] cast to halfvec; usearch, a slice of one bytea of
+ * binary16 values, converted here (a SQL conversion per element would cost more than the write).
+ */
+function embeddingParam(backend: VectorBackendName, vectors: Float32Array[], param: string, dims: string): { sql: string; value: Buffer } {
+  return backend === 'pgvector'
+    ? { sql: `(${param}::real[])[d.n * ${dims} + 1 : (d.n + 1) * ${dims}]::halfvec`, value: binaryRealArray(vectors) }
+    : { sql: `substring(${param}::bytea FROM d.n * 2 * ${dims} + 1 FOR 2 * ${dims})`, value: encodeHalf(vectors) };
 }
 
 /** The newest snapshot per item id. */
@@ -197,7 +222,8 @@ const LOCATIONS_SQL = `
  * changed). Rows a newer snapshot already reached, or retired, are left alone.
  */
 async function write(pool: Pool, version: ModelVersion, items: Prepared[], vectorOf: Map<string, Float32Array> | undefined, outcome: IndexOutcome): Promise<void> {
-  const { rows: [{ written }] } = vectorOf
+  const embedding = vectorOf && embeddingParam(await backendOf(pool), items.map((p) => vectorOf.get(p.text)!), '$5', '$4');
+  const { rows: [{ written }] } = vectorOf && embedding
     ? await pool.query<{ written: number }>(
       `WITH d AS (SELECT * FROM json_to_recordset($1::json) AS d(${RECORD_COLUMNS}, n integer)),
        written AS (
@@ -206,7 +232,7 @@ async function write(pool: Pool, version: ModelVersion, items: Prepared[], vecto
            model_id, model_quantization, model_dimensions, embedding)
          SELECT d.item_id, d.item_network, d.item_domain, d.item_type, d.item_state, d.item_locations, d.item_instance_url,
            d.item_schema_url, d.created_by, d.created_at, d.source_updated_at, d.lifecycle_status, d.search_text, d.content_hash,
-           $2, $3, $4, ($5::real[])[d.n * $4 + 1 : (d.n + 1) * $4]
+           $2, $3, $4, ${embedding.sql}
            FROM d
           WHERE NOT EXISTS (SELECT 1 FROM search.retired_items r WHERE r.item_id = d.item_id)
          ON CONFLICT (item_id) DO UPDATE SET
@@ -220,7 +246,7 @@ async function write(pool: Pool, version: ModelVersion, items: Prepared[], vecto
          WHERE i.source_updated_at <= EXCLUDED.source_updated_at
          RETURNING i.item_id),${LOCATIONS_SQL}`,
       [JSON.stringify(items.map((p, n) => ({ ...record(p), n }))), version.model_id, version.quantization, version.dimensions,
-        binaryRealArray(items.map((p) => vectorOf.get(p.text)!))])
+        embedding.value])
     : await pool.query<{ written: number }>(
       `WITH d AS (SELECT * FROM json_to_recordset($1::json) AS d(${RECORD_COLUMNS})),
        written AS (

@@ -25,19 +25,24 @@
  * change, items not yet re-embedded cannot be ranked (or matched by similarity) until they are.
  */
 import type { EmbeddingProvider } from './embeddings/index.ts';
-import { sameModelVersion } from './embeddings/index.ts';
+import { cosineSimilarity, sameModelVersion } from './embeddings/index.ts';
 import type { ItemRecord } from '../network/items.ts';
 import { interactionAllowed, type Network } from '../network/config.ts';
 import { filterSql, resolveFilter, type ResolvedFilter } from './filters.ts';
 import { boundingBox, fromCoordinates, type GeoPoint } from '../network/geo.ts';
 import { DEFAULT_LIMIT, DEFAULT_VERSION, SearchError, type SearchBody, type SortOrder } from './request.ts';
+import { decodeHalf } from './half.ts';
 import { sameModelSql, type SqlRunner, type VectorBackendName } from './vector-backend.ts';
-import { decodeRealArray, exactNearest, refine, type CandidateFilter, type Neighbour, type VectorIndex } from './vector-index.ts';
+import { bytesOf, exactNearest, refine, type CandidateFilter, type Neighbour, type VectorIndex } from './vector-index.ts';
 
 /** Nearest neighbours of a text's embedding that can match it by similarity (see the file's rules). */
 export const VECTOR_MATCH_LIMIT = 200;
 /** `meta.total` is counted exactly up to this many rows; past it, estimated. */
 export const TOTAL_EXACT_BOUND = 1000;
+/** A planner estimate past this many times the exact bound is taken without counting (countRows). */
+export const ESTIMATE_OVER = 5;
+/** Newest or nearest pages of at most this many matches are collected and sorted rather than walked in index order. */
+export const COLLECT_MAX = 10_000;
 /** Candidate sets of at most this many rows are ranked exactly rather than through the index. */
 export const EXACT_MAX_ROWS = 1000;
 /**
@@ -84,7 +89,7 @@ const RESULT_COLUMNS = `i.item_network, i.item_domain, i.item_type, i.item_id::t
 
 interface Anchor {
   id: string;
-  vector?: number[];
+  vector?: Float32Array;
   location?: GeoPoint;
 }
 
@@ -116,9 +121,9 @@ function checkScope(network: Network, body: SearchBody): { filters: ResolvedFilt
 async function loadAnchor(db: SqlRunner, network: Network, body: SearchBody, provider: EmbeddingProvider, id: string): Promise<Anchor> {
   const { rows: [row] } = await db.query<{
     item_network: string; item_domain: string; model_id: string; model_quantization: string; model_dimensions: number;
-    embedding: number[]; lat: number | null; lng: number | null;
+    e: Uint8Array; lat: number | null; lng: number | null;
   }>(
-    `SELECT i.item_network, i.item_domain, i.model_id, i.model_quantization, i.model_dimensions, i.embedding, l.lat, l.lng
+    `SELECT i.item_network, i.item_domain, i.model_id, i.model_quantization, i.model_dimensions, search.embedding_f16(i.embedding) AS e, l.lat, l.lng
        FROM search.items i LEFT JOIN search.item_locations l ON l.item_id = i.item_id AND l.position = 0
       WHERE i.item_id = $1`, [id]);
   if (!row || row.item_network !== body.context.networkId) {
@@ -133,7 +138,7 @@ async function loadAnchor(db: SqlRunner, network: Network, body: SearchBody, pro
     { model_id: row.model_id, quantization: row.model_quantization, dimensions: row.model_dimensions }, provider.version);
   return {
     id,
-    vector: comparable ? row.embedding.map(Number) : undefined,
+    vector: comparable ? decodeHalf(bytesOf(row.e)) : undefined,
     location: row.lat !== null && row.lng !== null ? { lat: row.lat, lng: row.lng } : undefined,
   };
 }
@@ -176,6 +181,20 @@ async function estimateCount(db: SqlRunner, conds: Cond[], floor: number): Promi
 }
 
 /**
+ * Rows passing `conds`: counted exactly when at most `bound`, else the planner's estimate
+ * (`estimated`). The estimate comes first (planning only, no row read): when it exceeds
+ * ESTIMATE_OVER × `bound` it is the answer, since counting up to the bound would read `bound`
+ * rows for nothing (~1,000 heap rows: 15-70 ms on the full PMGSY file); a planner that
+ * overestimates that much turns an exact total into a flagged estimate, never the reverse.
+ */
+async function countRows(db: SqlRunner, conds: Cond[], bound: number): Promise<{ n: number; estimated: boolean }> {
+  const guess = await estimateCount(db, conds, 0);
+  if (guess > bound * ESTIMATE_OVER) return { n: guess, estimated: true };
+  const exact = await boundedCount(db, conds, bound);
+  return exact !== undefined ? { n: exact, estimated: false } : { n: Math.max(guess, bound + 1), estimated: true };
+}
+
+/**
  * Answers a validated `/v1/search` body.
  * @throws SearchError 400 (scope or filters), 404 / 403 (anchor).
  */
@@ -197,7 +216,7 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
   return engine.transaction(async (db) => {
     const anchor = intent.item ? await loadAnchor(db, network, body, provider, intent.item.id) : undefined;
     const spatial = (intent.spatial ?? []).map((s) => ({ point: fromCoordinates(s.geometry.coordinates), meters: s.distanceMeters }));
-    const ranking = anchor?.vector ? Float32Array.from(anchor.vector) : textVector;
+    const ranking = anchor?.vector ? anchor.vector : textVector;
     const centre = intent.orderingCenter ? fromCoordinates(intent.orderingCenter.coordinates) : spatial[0]?.point ?? anchor?.location;
     const sort = sortApplied(intent.sort, ranking !== undefined, centre !== undefined);
     const distanceFrom = sort === 'nearest' ? centre : spatial[0]?.point;
@@ -252,8 +271,8 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
       lexical = (p) => `to_tsvector('simple', i.search_text) @@ to_tsquery('simple', ${p(query)})`;
       const textScope: Cond = (p) => `i.item_network = ${p(context.networkId)} AND i.item_domain = ${p(context.domain)}
         AND i.item_type = ${p(context.itemType)} AND i.lifecycle_status = 'live'`;
-      const scopeCount = await boundedCount(db, [textScope, sameModel], exactMax);
-      const similar = (await nearest(textVector, VECTOR_MATCH_LIMIT, [textScope, sameModel], scopeCount, 0))
+      const scope = await countRows(db, [textScope, sameModel], exactMax);
+      const similar = (await nearest(textVector, VECTOR_MATCH_LIMIT, [textScope, sameModel], scope.estimated ? undefined : scope.n, 0))
         .filter((n) => n.similarity >= provider.textThreshold);
       const ids = similar.map((n) => n.item_id);
       if (ids.length) {
@@ -269,16 +288,9 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
     const matching = textMatch ? [...base, textMatch] : base;
 
     // meta.total: |lexical ∪ similar| = |lexical| + |similar but not lexical|, exact up to the bound.
-    let total: number;
-    let estimated = false;
     const counted = textMatch ? [...base, lexical!] : base;
-    const exact = await boundedCount(db, counted, totalBound);
-    if (exact !== undefined) total = exact;
-    else {
-      total = await estimateCount(db, counted, totalBound + 1);
-      estimated = true;
-    }
-    total += similarNotLexical;
+    const { n: found, estimated } = await countRows(db, counted, totalBound);
+    const total = found + similarNotLexical;
 
     // The page: by rank through the vector index, else ordered in SQL.
     let page: { item_id: string; score?: number }[] = [];
@@ -295,12 +307,12 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
         const distance = distanceFrom ? `(SELECT min(search.distance_m(${p(distanceFrom.lat)}, ${p(distanceFrom.lng)}, l.lat, l.lng))
             FROM search.item_locations l WHERE l.item_id = i.item_id)` : 'NULL::float8';
         const order = sort === 'nearest' ? 'dist ASC NULLS LAST, i.created_at DESC, i.item_id DESC' : 'i.created_at DESC, i.item_id DESC';
-        // Counted matches (at most the bound) are collected, then sorted: walking the newest-first
-        // index instead (the planner's choice under a LIMIT) reads the whole scope when the matches
-        // are all old ones, e.g. the districts of the file's first rows (500 ms against 10 ms,
-        // measured). Past the bound the index is walked, as the planner chooses.
+        // Up to COLLECT_MAX matches (counted, or estimated) are collected, then sorted: walking the
+        // newest-first index instead (the planner's choice under a LIMIT) reads the whole scope
+        // when the matches are all old ones, e.g. the districts of the file's first rows (500 ms
+        // against 10 ms, measured). Past it the index is walked, as the planner chooses.
         const select = `SELECT i.item_id::text AS item_id, i.created_at, ${distance} AS dist FROM search.items i WHERE ${f.where}`;
-        const { rows } = await db.query<{ item_id: string }>(!estimated
+        const { rows } = await db.query<{ item_id: string }>(found <= COLLECT_MAX
           ? `WITH m AS MATERIALIZED (${select}) SELECT i.item_id, i.dist FROM m AS i
               ORDER BY ${order} LIMIT ${p(limit)} OFFSET ${p(offset)}`
           : `${select} ORDER BY ${order} LIMIT ${p(limit)} OFFSET ${p(offset)}`, f.params);
@@ -314,7 +326,7 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
     const distance = distanceFrom ? `(SELECT min(search.distance_m(${p(distanceFrom.lat)}, ${p(distanceFrom.lng)}, l.lat, l.lng))
         FROM search.item_locations l WHERE l.item_id = i.item_id)` : 'NULL::float8';
     const needScores = ranking && !(relevance && ranking);
-    const embedding = needScores ? `CASE WHEN ${sameModel(p)} THEN array_send(i.embedding) END` : 'NULL::bytea';
+    const embedding = needScores ? `CASE WHEN ${sameModel(p)} THEN search.embedding_f16(i.embedding) END` : 'NULL::bytea';
     const { rows: records } = page.length
       ? await db.query<SearchItem & { dist: number | null; e: Uint8Array | null }>(
         `SELECT ${RESULT_COLUMNS}, ${distance} AS dist, ${embedding} AS e FROM search.items i WHERE i.item_id = ANY($1::uuid[])`, params)
@@ -323,11 +335,7 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
     const items: SearchItem[] = page.map((r) => {
       const { dist, e, ...record } = byId.get(r.item_id)!;
       let score = r.score;
-      if (score === undefined && e && ranking) {
-        const v = decodeRealArray(e);
-        score = 0;
-        for (let n = 0; n < v.length; n++) score += v[n] * ranking[n];
-      }
+      if (score === undefined && e && ranking) score = cosineSimilarity(ranking, decodeHalf(bytesOf(e)));
       return { ...record, ...(score !== undefined ? { score } : {}), ...(dist != null ? { distanceMeters: Number(dist) } : {}) };
     });
     return {

@@ -26,7 +26,8 @@ import { Index } from 'usearch';
 import type { Pool } from '../platform/db.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ModelVersion } from './embeddings/index.ts';
-import { byRank, CANDIDATE_COLUMNS, decodeRealArray, type Neighbour, type VectorIndex } from './vector-index.ts';
+import { decodeHalf } from './half.ts';
+import { byRank, CANDIDATE_COLUMNS, type Neighbour, type VectorIndex } from './vector-index.ts';
 import { dims, type SqlRunner } from './vector-backend.ts';
 
 export const CATCH_UP_MS = 500;
@@ -34,8 +35,8 @@ const SETTLE_MS = 5_000;
 const SAVE_EVERY_MS = 5 * 60_000;
 /** Rows read per step of a build or a catch-up. */
 const READ_BATCH = 2000;
-/** Candidates asked of the graph at first, and the most it is ever asked for. */
-const MIN_CANDIDATES = 400;
+/** Candidates asked of the graph at least (its search keeps HNSW.expansion_search), and the most it is ever asked for. */
+const MIN_CANDIDATES = 100;
 const MAX_CANDIDATES = 20_000;
 
 interface FileMeta {
@@ -68,22 +69,25 @@ export interface UsearchIndexDeps {
    * be built with one thread count (usearch reserves per-thread state when it grows).
    */
   threads?: number;
+  /** First delay before a failed load, build or catch-up is tried again (default 5 s). */
+  retryMs?: number;
 }
 
 /**
- * HNSW settings: 16 links per node; 128 candidates kept while adding and 256 while searching
- * (usearch's default of 64 gave recall@20 0.90 on the PMGSY facilities, whose texts are many and
- * near-identical).
+ * HNSW settings (measured on the full PMGSY file, 266,974 hashing vectors, recall@20 of the
+ * re-ranked top 120 against brute force over 200 queries: docs/decisions.md "Search at scale"):
+ * 16 links per node and 128 candidates kept while adding (build ~100 s on 2 cores); EXPANSION_SEARCH
+ * candidates kept while searching: 400 gave 0.91, 800 0.94, 1600 0.965 (the texts are many and
+ * near-identical, so the exact top 20 sits among hundreds of near-ties).
  */
-const newIndex = (dimensions: number) => new Index({
-  metric: 'cos', connectivity: 16, dimensions, quantization: 'f16', expansion_add: 128, expansion_search: 256,
-} as never);
+export const HNSW = { connectivity: 16, expansion_add: 128, expansion_search: 1600 };
+const newIndex = (dimensions: number) => new Index({ metric: 'cos', dimensions, quantization: 'f16', ...HNSW } as never);
 
 /** Keys of usearch results (uint64) as the strings PostgreSQL takes for bigint[]. */
 const keyStrings = (keys: BigUint64Array, from: number, to: number) => Array.from(keys.subarray(from, to), String);
 
 export interface UsearchIndex extends VectorIndex {
-  /** Resolves when the index is ready (after load or build) or failed. */
+  /** Resolves when the first load or build has completed (ready) or failed (a rebuild follows). */
   whenSettled(): Promise<void>;
   /** Applies changes since the cursor now. @returns rows applied. */
   catchUp(): Promise<number>;
@@ -94,8 +98,8 @@ export interface UsearchIndex extends VectorIndex {
 
 /**
  * Opens the in-process index of `deps.version` and starts loading or building it in the
- * background, then catching up every CATCH_UP_MS. Never throws: failures are logged and the
- * index stays not ready (exact path).
+ * background, then catching up every CATCH_UP_MS. Never throws: failures are logged, the index is
+ * not ready (exact path) and is rebuilt after a delay.
  */
 export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
   const { pool, version } = deps;
@@ -189,14 +193,14 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
     for (;;) {
       if ((state as State) === 'closed' || (pool as { ending?: boolean }).ending) throw new Error('stopped before the build completed');
       const { rows } = await pool.query<{ k: string; e: Buffer }>(
-        `SELECT ann_key::text AS k, array_send(embedding) AS e FROM search.items
+        `SELECT ann_key::text AS k, search.embedding_f16(embedding) AS e FROM search.items
           WHERE lifecycle_status = 'live' AND ${sameModel} AND ann_key > $3 ORDER BY ann_key LIMIT ${READ_BATCH}`, [...modelParams, after]);
       if (!rows.length) break;
       const keys = new BigUint64Array(rows.length);
       const vectors = new Float32Array(rows.length * dimensions);
       rows.forEach((r, n) => {
         keys[n] = BigInt(r.k);
-        vectors.set(decodeRealArray(r.e), n * dimensions);
+        vectors.set(decodeHalf(r.e), n * dimensions);
       });
       // Steps of 500 vectors: each blocks the event loop for a fraction of a second at most.
       for (let i = 0; i < rows.length; i += 500) {
@@ -240,10 +244,10 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
     for (let from = readFrom; ;) {
       const { rows } = await pool.query<{ k: string; s: string; keep: boolean; e: Buffer | null }>(
         `SELECT ann_key::text AS k, change_seq::text AS s, (lifecycle_status = 'live' AND ${sameModel}) AS keep,
-                CASE WHEN lifecycle_status = 'live' AND ${sameModel} THEN array_send(embedding) END AS e
+                CASE WHEN lifecycle_status = 'live' AND ${sameModel} THEN search.embedding_f16(embedding) END AS e
            FROM search.items WHERE change_seq > $3 ORDER BY change_seq LIMIT ${READ_BATCH}`, [...modelParams, from]);
       const fresh = rows.filter((r) => applied.get(r.k) !== Number(r.s));
-      upsert(fresh.filter((r) => r.keep).map((r) => ({ key: BigInt(r.k), vector: decodeRealArray(r.e!) })));
+      upsert(fresh.filter((r) => r.keep).map((r) => ({ key: BigInt(r.k), vector: decodeHalf(r.e!) })));
       remove(fresh.filter((r) => !r.keep).map((r) => BigInt(r.k)));
       for (const r of fresh) applied.set(r.k, Number(r.s));
       count += fresh.length;
@@ -284,18 +288,31 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
     timer.unref();
   };
 
-  const start = serial(async () => {
+  /**
+   * Load or build, then the first catch-up. A failure (database unreachable, a catch-up that
+   * fails) leaves the index unused (exact path) and tries again after retryMs, doubling up to a
+   * minute: a rebuild from search.items, since a half-applied catch-up cannot be trusted.
+   */
+  let retryMs = deps.retryMs ?? 5_000;
+  const open = (rebuild: boolean) => serial(async () => {
     epoch = await readEpoch();
-    if (!(await load())) await build();
+    if (rebuild || !(await load())) await build();
     if ((state as State) === 'closed') return;
     state = 'ready';
     await catchUp();
     tick();
   }).catch((err) => {
-    if (state !== 'closed') state = 'failed';
-    log.error({ err: (err as Error).message }, 'vector index unavailable: searches take the exact path');
-  }).finally(settle);
-  void start;
+    if (state === 'closed') return;
+    state = 'failed';
+    index = undefined;
+    log.error({ err: (err as Error).message, retry_ms: retryMs }, 'vector index unavailable: searches take the exact path until it is rebuilt');
+    timer = setTimeout(() => {
+      if ((state as State) !== 'closed' && !(pool as { ending?: boolean }).ending) void open(true);
+    }, retryMs);
+    timer.unref();
+    retryMs = Math.min(60_000, retryMs * 2);
+  });
+  void open(false).finally(settle);
 
   return {
     backend: 'usearch',

@@ -2,11 +2,12 @@
  * The vector backends of the search index. sql/004_search_index.sql chose one at migration time
  * and recorded it in `search.settings` (sql/011_search_ann.sql renamed `exact` to `usearch`):
  * - `pgvector`: an HNSW index with cosine distance per dimension count on the expression
- *   `embedding::vector(n)` (pgvector README, "Indexing vectors with different dimensions": an
+ *   `embedding::halfvec(n)` (pgvector README, "Indexing vectors with different dimensions": an
  *   expression index, partial on the rows of n dimensions), searched with `hnsw.iterative_scan`
  *   so filtered and deep pages are not cut short by `hnsw.ef_search`;
  * - `usearch`: an in-process HNSW index kept by the search service (lib/search/usearch-index.ts).
- * Both store each embedding once, as the real[] column `embedding`.
+ * Both store each embedding once, in half precision (sql/015_search_f16.sql): `halfvec` with
+ * pgvector, a bytea of big-endian binary16 values otherwise (lib/search/half.ts).
  */
 import type { ModelVersion } from './embeddings/index.ts';
 
@@ -39,8 +40,8 @@ export function dims(version: ModelVersion): number {
 export async function ensureVectorIndex(db: SqlRunner, backend: VectorBackendName, version: ModelVersion): Promise<void> {
   if (backend !== 'pgvector') return;
   const n = dims(version);
-  await db.query(`CREATE INDEX IF NOT EXISTS items_embedding_hnsw_${n} ON search.items
-    USING hnsw ((embedding::vector(${n})) vector_cosine_ops) WHERE model_dimensions = ${n} AND lifecycle_status = 'live'`);
+  await db.query(`CREATE INDEX IF NOT EXISTS items_embedding_hnsw_h${n} ON search.items
+    USING hnsw ((embedding::halfvec(${n})) halfvec_cosine_ops) WHERE model_dimensions = ${n} AND lifecycle_status = 'live'`);
 }
 
 /**

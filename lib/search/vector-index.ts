@@ -5,10 +5,12 @@
  * - pgvector: the HNSW index inside PostgreSQL (this file);
  * - usearch: an in-process HNSW index kept by the search service (lib/search/usearch-index.ts).
  * Candidates come ordered by similarity, then newest, then item id (spec tie rule); the index's
- * similarities are approximate (f16 vectors in usearch, float4 arithmetic in pgvector), so callers
- * `refine` the ones they show: recomputed exactly from the stored real[] embeddings and re-ranked.
+ * similarities are approximate (graph search, and half-precision query vectors in pgvector), so callers
+ * `refine` the ones they show: recomputed exactly from the stored (binary16) embeddings and re-ranked.
  * `exactNearest` is the exact path both share (few rows, or an index not ready).
  */
+import { cosineSimilarity } from '../network/cosine.ts';
+import { decodeHalf } from './half.ts';
 import type { VectorBackendName, SqlRunner } from './vector-backend.ts';
 
 /** A row near the query vector: exact cosine similarity; `t` = created_at in microseconds since 1970. */
@@ -51,28 +53,12 @@ export interface VectorIndex {
   close(): Promise<void>;
 }
 
-/** A real[] sent by `array_send` (bytea: header, then per element length 4 + big-endian float4) as floats. */
-export function decodeRealArray(bytes: Uint8Array): Float32Array {
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const ndim = view.getInt32(0);
-  if (ndim === 0) return new Float32Array(0);
-  const n = view.getInt32(12);
-  const out = new Float32Array(n);
-  for (let i = 0, at = 20; i < n; i++, at += 8) out[i] = view.getFloat32(at + 4);
-  return out;
-}
-
 /** A bytea column as bytes: node-postgres gives a Buffer, PGlite a Uint8Array. */
-function bytesOf(value: unknown): Uint8Array {
+export function bytesOf(value: unknown): Uint8Array {
   if (value instanceof Uint8Array) return value;
   throw new Error('expected a bytea value');
 }
 
-function dot(a: Float32Array, b: Float32Array): number {
-  let s = 0;
-  for (let i = 0; i < a.length; i++) s += a[i] * b[i];
-  return s;
-}
 
 /** The spec's order for ranked results: similarity, then newest, then item id, all descending. */
 export function byRank(a: Neighbour, b: Neighbour): number {
@@ -82,12 +68,15 @@ export function byRank(a: Neighbour, b: Neighbour): number {
 /** Columns of a candidate (row alias `i`): id and created_at in microseconds. */
 export const CANDIDATE_COLUMNS = `i.item_id::text AS item_id, (extract(epoch FROM i.created_at) * 1000000)::int8 AS t`;
 
-/** Columns a neighbour needs (row alias `i`). */
-export const NEIGHBOUR_COLUMNS = `i.item_id::text AS item_id, (extract(epoch FROM i.created_at) * 1000000)::int8 AS t, array_send(i.embedding) AS e`;
+/** Columns a neighbour needs (row alias `i`): `e` the stored embedding as big-endian binary16 (lib/search/half.ts). */
+export const NEIGHBOUR_COLUMNS = `i.item_id::text AS item_id, (extract(epoch FROM i.created_at) * 1000000)::int8 AS t, search.embedding_f16(i.embedding) AS e`;
 
-/** Neighbours from rows of NEIGHBOUR_COLUMNS: exact similarities, ordered by rank. */
+/**
+ * Neighbours from rows of NEIGHBOUR_COLUMNS: exact similarities, ordered by rank. The cosine, not
+ * the dot product: stored vectors are unit length only to half precision (~1e-4).
+ */
 export function rankRows(vector: Float32Array, rows: { item_id: string; t: string | number | bigint; e: unknown }[]): Neighbour[] {
-  return rows.map((r) => ({ item_id: r.item_id, t: Number(r.t), similarity: dot(vector, decodeRealArray(bytesOf(r.e))) })).sort(byRank);
+  return rows.map((r) => ({ item_id: r.item_id, t: Number(r.t), similarity: cosineSimilarity(vector, decodeHalf(bytesOf(r.e))) })).sort(byRank);
 }
 
 /**
@@ -112,7 +101,7 @@ export async function exactNearest(db: SqlRunner, vector: Float32Array, k: numbe
 }
 
 /**
- * The pgvector implementation: `ORDER BY embedding::vector(n) <=> query` alone (no tiebreaker,
+ * The pgvector implementation: `ORDER BY embedding::halfvec(n) <=> query` alone (no tiebreaker,
  * so the partial HNSW expression index serves it) under `hnsw.iterative_scan = strict_order`,
  * the found rows then re-ranked exactly (ties by the spec's rule).
  */
@@ -128,7 +117,7 @@ export function pgvectorIndex(dimensions: number, settings: (depth: number) => s
     async search(db, vector, k, filter) {
       for (const setting of settings(k)) await db.query(setting);
       const q = `$${filter.params.length + 1}`;
-      const distance = `(i.embedding::vector(${dimensions}) <=> ${q}::real[]::vector(${dimensions}))`;
+      const distance = `(i.embedding::halfvec(${dimensions}) <=> ${q}::real[]::halfvec(${dimensions}))`;
       const { rows } = await db.query<{ item_id: string; t: string; d: number }>(
         `SELECT ${CANDIDATE_COLUMNS}, ${distance} AS d FROM search.items i WHERE ${filter.where}
           ORDER BY ${distance} LIMIT $${filter.params.length + 2}`,

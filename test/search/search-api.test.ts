@@ -73,7 +73,7 @@ const nearest = (name: Name, from: { lat: number; lng: number }) => Math.min(...
 const point = (p: { lat: number; lng: number }) => ({ type: 'Point', coordinates: [p.lng, p.lat] });
 
 async function embedding(id: string): Promise<number[]> {
-  const { rows } = await platform.ctx.pool.query('SELECT embedding FROM search.items WHERE item_id = $1', [id]);
+  const { rows } = await platform.ctx.pool.query('SELECT search.embedding_array(embedding) AS embedding FROM search.items WHERE item_id = $1', [id]);
   return rows[0].embedding;
 }
 
@@ -518,7 +518,7 @@ describe('POST /v1/relevance', () => {
       `INSERT INTO search.items (item_id, item_network, item_domain, item_type, item_state, created_at, source_updated_at, lifecycle_status,
          search_text, content_hash, model_id, model_quantization, model_dimensions, embedding)
        VALUES ($1, 'local-discovery', 'provider', 'facility', $2, now(), now(), 'live', 'Name: Veterinary Sub Centre Siwan', 'x',
-         'Xenova/all-MiniLM-L6-v2', 'fp32', 3, '{0.6, 0.8, 0}')`, [extra.item_id, extra.item_state]);
+         'Xenova/all-MiniLM-L6-v2', 'fp32', 3, search.embedding_of('{0.6, 0.8, 0}'))`, [extra.item_id, extra.item_state]);
     const res = await relevance(ref('vetKarora'), { network: 'local-discovery', domain: 'provider', type: 'facility', id: extra.item_id });
     expect(res.status).toBe(409);
     expect(res.body).toEqual({ error: 'model_version_mismatch', message: expect.stringContaining('Xenova/all-MiniLM-L6-v2@fp32/3') });

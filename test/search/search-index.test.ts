@@ -46,7 +46,7 @@ const facility = (state: Record<string, unknown> = {}, locations = [{ lat: 29.65
 
 async function indexRow(id: string): Promise<IndexRow | undefined> {
   const { rows } = await platform.ctx.pool.query<IndexRow>(
-    `SELECT item_id, lifecycle_status, item_state, search_text, content_hash, model_id, model_quantization, model_dimensions, embedding,
+    `SELECT item_id, lifecycle_status, item_state, search_text, content_hash, model_id, model_quantization, model_dimensions, search.embedding_array(embedding) AS embedding,
             to_char(source_updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS source_updated_at,
             indexed_at::text, embedded_at::text
        FROM search.items WHERE item_id = $1`, [id]);
@@ -103,7 +103,8 @@ describe('search-index-items', () => {
       model_id: 'ldp-hashing-ngram-v1', model_quantization: 'none', model_dimensions: HASHING_DIMENSIONS,
     });
     expect(row.embedding).toHaveLength(HASHING_DIMENSIONS);
-    expect(Math.hypot(...row.embedding)).toBeCloseTo(1, 5);
+    // Unit length, to half precision (stored as binary16: sql/015_search_f16.sql).
+    expect(Math.hypot(...row.embedding)).toBeCloseTo(1, 3);
     const { rows: locations } = await platform.ctx.pool.query('SELECT position, lat, lng FROM search.item_locations WHERE item_id = $1 ORDER BY position', [item.item_id]);
     expect(locations).toEqual([{ position: 0, lat: 29.6574, lng: 76.5421 }, { position: 1, lat: 29.8015, lng: 76.3998 }]);
   });
@@ -206,7 +207,7 @@ describe('search-reconcile', () => {
     const item = facility({ name: 'Veterinary Hospital Pundri' });
     const before = await indexedAt(item.item_id, (await put(item)).updated_at);
     await platform.ctx.pool.query(
-      `UPDATE search.items SET model_id = 'an-older-model', embedding = array_fill(0.125::real, ARRAY[64]), model_dimensions = 64 WHERE item_id = $1`,
+      `UPDATE search.items SET model_id = 'an-older-model', embedding = search.embedding_of(array_fill(0.125::real, ARRAY[64])), model_dimensions = 64 WHERE item_id = $1`,
       [item.item_id]);
 
     await runJob('search-reconcile', {});

@@ -2,7 +2,8 @@
  * The in-process vector index (usearch) of the search service on the embedded PostgreSQL: items
  * stored at signals, indexed by the real search-index-items task, caught up into the index from
  * search.items; the index answers like the exact path, pages stay consistent, retirements and
- * edits reach it, and a file of another model version or a corrupt file is rebuilt.
+ * edits reach it, a file of another model version or a corrupt file is rebuilt, and so is an index
+ * whose first catch-up failed.
  */
 import { randomUUID } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
@@ -166,6 +167,28 @@ describe('in-process vector index (usearch)', () => {
     const [a, b] = [await runSearch(engine, body({ textSearch: 'primary health' })), await runSearch(exactEngine, body({ textSearch: 'primary health' }))];
     expect(a.message.items.map((i) => i.item_id)).toEqual(b.message.items.map((i) => i.item_id));
     await afterCorruption.close();
+  });
+
+  it('answers exactly when its first catch-up fails, then rebuilds itself and serves again', async () => {
+    // The real pool, whose first catch-up read of retirements fails (as on a dropped connection).
+    let failures = 1;
+    const pool = {
+      query: (sql: string, params?: unknown[]) => (sql.includes('FROM search.ann_removals') && failures-- > 0
+        ? Promise.reject(new Error('Connection terminated unexpectedly')) : platform.ctx.pool.query(sql, params)),
+    };
+    const flaky = openUsearchIndex({ pool: pool as never, logger: platform.ctx.logger, dataDir: platform.dataDir, version: annEngine.provider.version, retryMs: 50 });
+    await flaky.whenSettled();
+    expect(flaky.status()).toMatchObject({ state: 'failed' });
+    expect(flaky.ready()).toBe(false);
+    const engine = createSearchEngine({ ...annEngine, index: flaky, exactMaxRows: 0 });
+    const exact = await runSearch(exactEngine, body({ textSearch: 'rice mill' }));
+    expect((await runSearch(engine, body({ textSearch: 'rice mill' }))).message).toEqual(exact.message);
+    await until('the index to rebuild after the failure', async () => flaky.ready());
+    expect(flaky.status()).toMatchObject({ state: 'ready', size: await liveRows() });
+    expect(flaky.status().build_seconds).toBeDefined();
+    expect((await runSearch(engine, body({ textSearch: 'rice mill' }))).message.items.map((i) => i.item_id))
+      .toEqual(exact.message.items.map((i) => i.item_id));
+    await flaky.close();
   });
 });
 
