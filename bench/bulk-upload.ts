@@ -15,8 +15,11 @@
  *   written by exceljs's streaming writer (every cell a string, as the CSV has them).
  *
  * Environment: BENCH_ROWS (first N records only, for a quick run), BENCH_XLSX=0 (skip the XLSX
- * run), BENCH_MODES (default `worker,start`), BENCH_WORKER_CONCURRENCY (default WORKER_CONCURRENCY), BULK_UPLOAD_CHUNK_ROWS,
- * BENCH_CPU_PROF=dir (a CPU profile of the worker), BENCH_REPORT_MS (progress line interval).
+ * run), BENCH_MODES (default `start,worker`: `ldp start` first, on a database without items, since its search
+ * service builds its vector index from every item already indexed when it starts, which would
+ * compete with the run for the CPU), BENCH_WORKER_CONCURRENCY (default WORKER_CONCURRENCY), BULK_UPLOAD_CHUNK_ROWS,
+ * BENCH_CPU_PROF=dir (a CPU profile of the worker), BENCH_PG_STATEMENTS=1 (PostgreSQL's costliest
+ * statements of each run, from pg_stat_statements, nested ones included), BENCH_REPORT_MS (progress line interval).
  * Prints the figures and writes bench/results/bulk-upload.json.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
@@ -30,13 +33,14 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { parse } from 'csv-parse';
 import ExcelJS from 'exceljs';
+import pg from 'pg';
 import { stringify } from 'csv-stringify';
 import { createAggregator } from '../lib/aggregator/aggregators.ts';
 import type { BulkUploadJson } from '../lib/aggregator/bulk/upload-jobs.ts';
 import { SEARCH_INDEX_TASK } from '../lib/network/items.ts';
 import { loadConfig } from '../lib/platform/config.ts';
 import { withTransaction } from '../lib/platform/db.ts';
-import { startEmbeddedPostgres } from '../lib/platform/embedded-postgres.ts';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../lib/platform/embedded-postgres.ts';
 import { createLogger } from '../lib/platform/logger.ts';
 import { startPlatform, type PlatformHandle } from '../bin/platform.ts';
 import { freePort } from '../lib/platform/free-port.ts';
@@ -105,12 +109,75 @@ interface RunResult {
   worker_peak_rss_mb: number;
   /** Largest VmRSS seen while polling the job (every 200 ms). */
   worker_rss_sampled_max_mb: number;
-  /** CPU used during the run by the worker, the services (this process) and PostgreSQL: what the run costs, whatever the load. */
-  cpu_seconds: { worker: number; services: number; postgres: number; total: number };
+  /**
+   * CPU used from the upload request to `completed` by the worker, the services (this process) and
+   * PostgreSQL: what the run costs, whatever the load (also per 1,000 rows).
+   */
+  cpu_seconds: CpuUsed;
+  /** The same until the search indexing the run queued has drained. */
+  cpu_seconds_with_search_indexing: CpuUsed;
+  /** BENCH_PG_STATEMENTS=1: PostgreSQL's costliest statements up to `completed`, then up to the drained search indexing. */
+  postgres_statements?: StatementCost[];
+  postgres_statements_with_search_indexing?: StatementCost[];
+  /** BENCH_PG_STATEMENTS=1: CPU of automatic vacuums and analyzes per table since the server started (all runs so far). */
+  autovacuum_cpu_seconds?: Record<string, number>;
+  autovacuum_cpu_seconds_with_search_indexing?: Record<string, number>;
   job: Pick<BulkUploadJson, 'status' | 'status_reason' | 'total_rows' | 'passed' | 'failed' | 'skipped'>;
   accounted: boolean;
   /** Time after `completed` until the worker's queue was empty (search indexing of the items). */
   search_indexing_after_completion_seconds: number;
+}
+
+interface CpuUsed { worker: number; services: number; postgres: number; total: number; per_1000_rows: number | null }
+interface StatementCost { calls: number; total_ms: number; rows: number; query: string }
+
+const PG_STATEMENTS = process.env.BENCH_PG_STATEMENTS === '1';
+
+/** BENCH_PG_STATEMENTS=1: restarts the embedded server with pg_stat_statements loaded (nested statements tracked). */
+async function withStatementStats(db: EmbeddedPostgres, dataDir: string): Promise<EmbeddedPostgres> {
+  if (!PG_STATEMENTS) return db;
+  const client = new pg.Client({ connectionString: db.url });
+  await client.connect();
+  await client.query("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'");
+  await client.query("ALTER SYSTEM SET pg_stat_statements.track = 'all'");
+  await client.query('ALTER SYSTEM SET log_autovacuum_min_duration = 0');
+  await client.end();
+  await db.stop();
+  const restarted = await startEmbeddedPostgres({ dataDir, port: db.port });
+  const again = new pg.Client({ connectionString: restarted.url });
+  await again.connect();
+  await again.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+  await again.end();
+  return restarted;
+}
+
+async function resetStatements(pool: pg.Pool): Promise<void> {
+  if (PG_STATEMENTS) await pool.query('SELECT pg_stat_statements_reset()');
+}
+
+/**
+ * BENCH_PG_STATEMENTS=1: CPU seconds of PostgreSQL's automatic vacuums and analyzes per table and
+ * kind, from its log (`log_autovacuum_min_duration = 0`: each run logs its "system usage").
+ */
+async function autovacuumCpu(clusterDir: string): Promise<Record<string, number> | undefined> {
+  if (!PG_STATEMENTS) return undefined;
+  const log = await readFile(path.join(clusterDir, 'server.log'), 'utf8').catch(() => '');
+  const used: Record<string, number> = {};
+  const entry = /automatic (vacuum|analyze) of table "([^"]+)"[\s\S]*?CPU: user: ([\d.]+) s, system: ([\d.]+) s/g;
+  for (const m of log.matchAll(entry)) {
+    const key = `${m[1]} ${m[2]}`;
+    used[key] = Number(((used[key] ?? 0) + Number(m[3]) + Number(m[4])).toFixed(2));
+  }
+  return Object.fromEntries(Object.entries(used).sort((a, b) => b[1] - a[1]));
+}
+
+/** The 25 statements that took PostgreSQL longest since the last reset (BENCH_PG_STATEMENTS=1), else undefined. */
+async function topStatements(pool: pg.Pool): Promise<StatementCost[] | undefined> {
+  if (!PG_STATEMENTS) return undefined;
+  const { rows } = await pool.query<StatementCost>(
+    `SELECT calls::int, round(total_exec_time)::int AS total_ms, rows::int, left(regexp_replace(query, '\\s+', ' ', 'g'), 300) AS query
+       FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 25`);
+  return rows;
 }
 
 /** Uploads `file` through HTTP as a fresh aggregator, starts it and waits for it, with a fresh worker (or `ldp start`). */
@@ -145,7 +212,22 @@ async function onboard(platform: PlatformHandle, workerEnv: NodeJS.ProcessEnv, c
     form.set('column_map', await readFile(COLUMN_MAP, 'utf8'));
     form.set('file', await openAsBlob(file), path.basename(file));
     const started = Date.now();
+    await resetStatements(ctx.pool);
     const cpuBefore = { services: process.cpuUsage(), postgres: await postgresCpuSeconds(clusterDir), worker: (await cpuSeconds(worker.pid!)).own };
+    /** CPU seconds used since `before` by the worker, the services (this process) and PostgreSQL, and per 1,000 rows once known. */
+    const cpuSince = async (before: typeof cpuBefore) => {
+      const services = process.cpuUsage(before.services);
+      const used = {
+        worker: (await cpuSeconds(worker.pid!)).own - before.worker,
+        services: (services.user + services.system) / 1e6,
+        postgres: (await postgresCpuSeconds(clusterDir)) - before.postgres,
+      };
+      const total = used.worker + used.services + used.postgres;
+      return {
+        worker: Number(used.worker.toFixed(1)), services: Number(used.services.toFixed(1)), postgres: Number(used.postgres.toFixed(1)),
+        total: Number(total.toFixed(1)), per_1000_rows: job?.total_rows ? Number((total / job.total_rows * 1000).toFixed(3)) : null,
+      };
+    };
     const created = await fetch(`${base}/v1/bulk-uploads`, { method: 'POST', headers: auth, body: form });
     if (created.status !== 201) throw new Error(`upload answered ${created.status}: ${await created.text()}`);
     const uploadSeconds = (Date.now() - started) / 1000;
@@ -154,7 +236,7 @@ async function onboard(platform: PlatformHandle, workerEnv: NodeJS.ProcessEnv, c
       method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ attestation: true }),
     });
     if (start.status !== 200) throw new Error(`start answered ${start.status}: ${await start.text()}`);
-    let job: BulkUploadJson;
+    let job: BulkUploadJson | undefined;
     let lastReport = 0;
     let rssSampled = 0;
     for (;;) {
@@ -170,6 +252,9 @@ async function onboard(platform: PlatformHandle, workerEnv: NodeJS.ProcessEnv, c
     }
     // VmHWM also covers the worker's start (migrations, imports) and anything it did after the job.
     const rss = (await rssMb(worker.pid!)).peak;
+    const cpuAtCompletion = await cpuSince(cpuBefore);
+    const statementsAtCompletion = await topStatements(ctx.pool);
+    const autovacuumAtCompletion = await autovacuumCpu(clusterDir);
     // Search indexing of the pushed items may still be queued: drained before the next run, so
     // that it does not slow that one down (and reported: it is not part of the end-to-end time).
     const drainStart = Date.now();
@@ -179,12 +264,7 @@ async function onboard(platform: PlatformHandle, workerEnv: NodeJS.ProcessEnv, c
       await new Promise((resolve) => setTimeout(resolve, 500));
     }
     const drainSeconds = (Date.now() - drainStart) / 1000;
-    const services = process.cpuUsage(cpuBefore.services);
-    const cpu = {
-      worker: (await cpuSeconds(worker.pid!)).own - cpuBefore.worker,
-      services: (services.user + services.system) / 1e6,
-      postgres: (await postgresCpuSeconds(clusterDir)) - cpuBefore.postgres,
-    };
+    const cpu = await cpuSince(cpuBefore);
     const { rows: [phases] } = await ctx.pool.query<{ staging: number; onboarding: number }>(
       `SELECT extract(epoch FROM staged_at - started_at)::float8 AS staging, extract(epoch FROM completed_at - staged_at)::float8 AS onboarding
          FROM aggregator.bulk_uploads WHERE upload_id = $1`, [id]);
@@ -195,10 +275,12 @@ async function onboard(platform: PlatformHandle, workerEnv: NodeJS.ProcessEnv, c
       upload_seconds: uploadSeconds, staging_seconds: Number(phases.staging.toFixed(2)), onboarding_seconds: Number(phases.onboarding.toFixed(2)),
       end_to_end_seconds: seconds, rows_per_second: Math.round(rows / seconds),
       worker_peak_rss_mb: Math.round(rss), worker_rss_sampled_max_mb: Math.round(rssSampled),
-      cpu_seconds: {
-        worker: Number(cpu.worker.toFixed(1)), services: Number(cpu.services.toFixed(1)), postgres: Number(cpu.postgres.toFixed(1)),
-        total: Number((cpu.worker + cpu.services + cpu.postgres).toFixed(1)),
-      },
+      cpu_seconds: cpuAtCompletion,
+      cpu_seconds_with_search_indexing: cpu,
+      ...(statementsAtCompletion ? {
+        postgres_statements: statementsAtCompletion, postgres_statements_with_search_indexing: await topStatements(ctx.pool),
+        autovacuum_cpu_seconds: autovacuumAtCompletion, autovacuum_cpu_seconds_with_search_indexing: await autovacuumCpu(clusterDir),
+      } : {}),
       accounted: job.passed + job.failed + job.skipped === rows,
       search_indexing_after_completion_seconds: Number(drainSeconds.toFixed(1)),
       job: { status: job.status, status_reason: job.status_reason, total_rows: job.total_rows, passed: job.passed, failed: job.failed, skipped: job.skipped },
@@ -257,7 +339,7 @@ async function main(): Promise<void> {
   }
   const loadStart = os.loadavg();
   const pgPort = await freePort();
-  const db = await startEmbeddedPostgres({ dataDir, port: pgPort });
+  const db = await withStatementStats(await startEmbeddedPostgres({ dataDir, port: pgPort }), dataDir);
   const env = {
     LOG_LEVEL: 'warn', DATA_DIR: dataDir, DATABASE_URL: db.url, HOST: '127.0.0.1',
     SIGNALS_PORT: String(await freePort()), AGGREGATOR_PORT: String(await freePort()), SEARCH_PORT: String(await freePort()),
@@ -278,7 +360,9 @@ async function main(): Promise<void> {
     load_average_at_start: loadStart.map((l) => Number(l.toFixed(2))), chunk_rows: config.BULK_UPLOAD_CHUNK_ROWS,
     worker_concurrency: Number(workerEnv.WORKER_CONCURRENCY), source: path.relative(repo, file),
   };
-  const modes = (process.env.BENCH_MODES ?? 'worker,start').split(',').map((m) => m.trim()) as Mode[];
+  const modes = (process.env.BENCH_MODES ?? 'start,worker').split(',').map((m) => m.trim()) as Mode[];
+  // The XLSX run comes after the CSV runs: with the worker separate when measured (no search service to start).
+  const xlsxMode: Mode = modes.includes('worker') ? 'worker' : modes[0];
   try {
     const floor = await copyFloor(platform, file);
     results.copy_floor = { seconds: Number(floor.seconds.toFixed(2)), rows: floor.rows, rows_per_second: Math.round(floor.rows / floor.seconds) };
@@ -301,7 +385,7 @@ async function main(): Promise<void> {
       await writeXlsx(file, xlsx);
       const convertSeconds = (Date.now() - convertStart) / 1000;
       process.stderr.write(`XLSX run: ${xlsx}\n`);
-      results.xlsx = { ...await onboard(platform, workerEnv, db.dataDir, xlsx, 'xlsx', modes[0]), written_by: 'exceljs', conversion_seconds: Math.round(convertSeconds) };
+      results.xlsx = { ...await onboard(platform, workerEnv, db.dataDir, xlsx, 'xlsx', xlsxMode), written_by: 'exceljs', conversion_seconds: Math.round(convertSeconds) };
     } else {
       process.stderr.write('converting to XLSX with LibreOffice…\n');
       const convertStart = Date.now();
@@ -311,7 +395,7 @@ async function main(): Promise<void> {
       const xlsx = path.join(outDir, `${path.basename(file, '.csv')}.xlsx`);
       const convertSeconds = (Date.now() - convertStart) / 1000;
       process.stderr.write(`XLSX run: ${xlsx}\n`);
-      results.xlsx = { ...await onboard(platform, workerEnv, db.dataDir, xlsx, 'xlsx', modes[0]), libreoffice_conversion_seconds: Math.round(convertSeconds) };
+      results.xlsx = { ...await onboard(platform, workerEnv, db.dataDir, xlsx, 'xlsx', xlsxMode), libreoffice_conversion_seconds: Math.round(convertSeconds) };
     }
   } finally {
     results.load_average_at_end = os.loadavg().map((l) => Number(l.toFixed(2)));

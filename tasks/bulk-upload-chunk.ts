@@ -10,7 +10,8 @@
  * - passed: participant stored (identity encrypted) and pushed to signals as an item.
  *
  * Inside the transaction, batch by batch (signals' request size): participants are inserted first
- * (their unique indexes guard against a concurrent upload or registration), then pushed to signals
+ * (their unique indexes find keys already registered, and guard against a concurrent upload or
+ * registration; only rows left out are looked up, for their reasons), then pushed to signals
  * over HTTP while the next batch is prepared. Row outcomes, the chunk's "done" mark and the job's
  * counters commit together, after every push succeeded. A failed push throws: the transaction
  * rolls back and graphile-worker retries the chunk. Participant ids derive from upload id and row
@@ -29,7 +30,7 @@ import type { ItemInput, LifecycleStatus } from '../lib/network/items.ts';
 import { enqueue } from '../lib/platform/jobs.ts';
 import { goLiveStatus, type Domain } from '../lib/network/config.ts';
 import {
-  bulkParticipantId, deleteParticipants, findRegistered, insertParticipants, participantItem, participantKeys,
+  bulkParticipantIds, deleteParticipants, findRegistered, insertParticipants, participantItem, participantKeys,
   recordLifecycle, type NewParticipant,
 } from '../lib/aggregator/participants.ts';
 import { createSignalsClient, itemPerson, MAX_ITEMS_PER_REQUEST } from '../lib/clients/signals-client.ts';
@@ -80,8 +81,9 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
       const job = await loadBulkUpload(client, uploadId);
       if (!job || job.status !== 'running') return;
       const domain = ctx.network.domains.get(job.participant_type)!;
-      // Chunks staged before issue 15 hold plaintext `rows`.
+      // Chunks staged before issue 15 hold plaintext `rows`. The sealed text (~1 MB) is let go at once.
       const rows = chunk.rows_sealed ? openJson<StagedRow[]>(ctx.pii, chunk.rows_sealed) : chunk.rows ?? [];
+      chunk.rows_sealed = null;
       const results = await onboardRows(client, job, domain, coercerFor(job, domain), rows);
 
       const failed = results.filter((r) => r.outcome === 'failed').length;
@@ -120,6 +122,7 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
   async function onboardRows(client: PoolClient, job: BulkUploadRecord, domain: Domain, coerce: Coercer, rows: StagedRow[]): Promise<RowResult[]> {
     const results: RowResult[] = [];
     const fields = keyFields(domain);
+    const participantIdOf = bulkParticipantIds(job.upload_id);
     const scope = { aggregatorId: job.aggregator_id, orgId: job.org_id, domain };
     // ctx.urls are final only once the services listen, so the client is made per chunk.
     const signals = createSignalsClient({ baseUrl: ctx.urls.signals, apiKey: ctx.internalApiKey, maxBodyBytes: ctx.config.HTTP_BODY_LIMIT });
@@ -142,27 +145,30 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
           results.push({ rowNumber, cells, outcome: 'failed', errors: outcome.errors });
           continue;
         }
-        const participantId = bulkParticipantId(job.upload_id, rowNumber);
+        const participantId = participantIdOf(rowNumber);
         const item = participantItem(ctx.network, domain, participantId, outcome.participant, origin);
         candidates.push({
           participantId, participant: outcome.participant, keys: participantKeys(ctx.pii, outcome.participant), item,
           lifecycleStatus: goLiveStatus(domain, item.item_state), bulkUploadId: job.upload_id, rowNumber, cells,
         });
       }
-      const registered = await findRegistered(client, job.aggregator_id, domain.name, candidates.map((c) => c.keys));
-      const fresh = candidates.filter((c) => {
-        const reasons = registeredReasons(domain, job.upload_id, c.keys, registered);
-        if (reasons.length) results.push({ rowNumber: c.rowNumber, cells: c.cells, outcome: 'skipped', errors: reasons });
-        return reasons.length === 0;
-      });
-      const inserted = await insertParticipants(client, ctx.pii, scope, fresh);
-      return fresh.filter((c) => {
-        if (inserted.has(c.participantId)) return true;
-        // Taken meanwhile by another upload or registration of this aggregator (unique index).
-        const field = (c.keys.phoneIndex ? fields.phone : c.keys.emailIndex ? fields.email : fields.externalId) ?? '(row)';
-        results.push({ rowNumber: c.rowNumber, cells: c.cells, outcome: 'skipped', errors: [{ field, message: `${field} already registered with this aggregator` }] });
-        return false;
-      });
+      // Inserted first: the unique indexes find the keys already registered with the aggregator, so
+      // only the rows left out are looked up (for their reasons), not every row of every batch.
+      const inserted = await insertParticipants(client, ctx.pii, scope, candidates);
+      const left = candidates.filter((c) => !inserted.has(c.participantId));
+      if (left.length) {
+        const registered = await findRegistered(client, job.aggregator_id, domain.name, left.map((c) => c.keys));
+        for (const c of left) {
+          const reasons = registeredReasons(domain, job.upload_id, c.keys, registered);
+          // None found: its holder was deleted meanwhile (the generic reason; the row was not stored).
+          const field = (c.keys.phoneIndex ? fields.phone : c.keys.emailIndex ? fields.email : fields.externalId) ?? '(row)';
+          results.push({
+            rowNumber: c.rowNumber, cells: c.cells, outcome: 'skipped',
+            errors: reasons.length ? reasons : [{ field, message: `${field} already registered with this aggregator` }],
+          });
+        }
+      }
+      return left.length ? candidates.filter((c) => inserted.has(c.participantId)) : candidates;
     };
 
     /**

@@ -5,6 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
+import v8 from 'node:v8';
 import { Logger as WorkerLogger, parseCrontab, run, type Runner, type TaskList, type WorkerEvents, type WorkerPool } from 'graphile-worker';
 import type { PlatformContext } from '../lib/context.ts';
 import { requestIdOfPayload, runWithRequestId } from '../lib/platform/request-context.ts';
@@ -18,8 +19,22 @@ export interface WorkerHandle {
   stop(timeoutMs?: number): Promise<void>;
 }
 
-/** Starts a runner with `concurrency` (default WORKER_CONCURRENCY) parallel jobs. */
+/**
+ * How far V8 lets the heap grow past what survived its last full collection, in percent (V8 flag
+ * `--heap-growing-percent`; 0 = V8's own factor, up to 300 %). Bulk onboarding keeps ~60-90 MB
+ * alive but promotes much short-lived data (rows, JSON bodies held across awaits), so V8's own
+ * factor let the worker's heap reach ~280 MB and its RSS ~430 MB; at 20 % the RSS stays near
+ * 250 MB for a few percent more GC time (issue 17, docs/decisions.md "Bulk onboarding II").
+ */
+export const WORKER_HEAP_GROWING_PERCENT = 20;
+
+/**
+ * Starts a runner with `concurrency` (default WORKER_CONCURRENCY) parallel jobs. Sets the
+ * process's V8 heap growth to WORKER_HEAP_GROWING_PERCENT (a process-wide flag, read by V8 at each
+ * full collection; in `ldp start` it also bounds the services' heap).
+ */
 export async function startWorker(ctx: PlatformContext, options: { concurrency?: number; taskList?: TaskList } = {}): Promise<WorkerHandle> {
+  v8.setFlagsFromString(`--heap-growing-percent=${WORKER_HEAP_GROWING_PERCENT}`);
   const log = ctx.logger.child({ component: 'worker' });
   const logger = new WorkerLogger((scope) => (level, message, meta) => {
     const method = level === 'warning' ? 'warn' : level;

@@ -3,7 +3,7 @@
  * encrypted, blind indexes for duplicates: DESIGN.md "Data rules"), found again by phone, e-mail or
  * external id, and turned into the item pushed to signals.
  */
-import { v5 as uuidv5 } from 'uuid';
+import { parse as uuidParse, v5 as uuidv5 } from 'uuid';
 import type { PiiCrypto } from '../platform/crypto.ts';
 import type { PoolClient, Queryable } from '../platform/db.ts';
 import type { ItemInput, LifecycleStatus } from '../network/items.ts';
@@ -17,6 +17,12 @@ import type { CoercedParticipant } from './bulk/row-coercion.ts';
  */
 export function bulkParticipantId(uploadId: string, rowNumber: number): string {
   return uuidv5(String(rowNumber), uploadId);
+}
+
+/** `bulkParticipantId` for many rows of one upload: the namespace is parsed once. */
+export function bulkParticipantIds(uploadId: string): (rowNumber: number) => string {
+  const namespace = uuidParse(uploadId);
+  return (rowNumber) => uuidv5(String(rowNumber), namespace);
 }
 
 /** The keys that make two participants of one aggregator the same participant. */

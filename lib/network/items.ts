@@ -156,7 +156,10 @@ export async function upsertItems(client: PoolClient, network: Network, items: I
       search_text: domain ? searchText(domain, item.item_state) : String(item.item_state.name ?? ''),
     };
   });
-  const { rows: stored } = await client.query<ItemRecord & { inserted: boolean }>(
+  // RETURNING only what the statement decides (status, creator, times): the snapshots for the
+  // search index are the input rows plus those, so PostgreSQL need not print every item's state
+  // back nor this process parse it (a fifth of the statement's cost in bulk onboarding, issue 17).
+  const { rows: returned } = await client.query<Pick<ItemRecord, 'item_id' | 'lifecycle_status' | 'created_by' | 'created_at' | 'updated_at'> & { inserted: boolean }>(
     `INSERT INTO signals.items AS i (item_id, item_network, item_domain, item_type, item_state, item_locations,
        item_instance_url, item_schema_url, created_by, lifecycle_status, search_text)
      SELECT item_id, item_network, item_domain, item_type, item_state, item_locations, item_instance_url,
@@ -174,9 +177,16 @@ export async function upsertItems(client: PoolClient, network: Network, items: I
      WHERE (i.item_network, i.item_domain, i.item_type) = (EXCLUDED.item_network, EXCLUDED.item_domain, EXCLUDED.item_type)
        AND (i.item_state, i.item_locations, i.item_instance_url, i.item_schema_url)
            IS DISTINCT FROM (EXCLUDED.item_state, EXCLUDED.item_locations, EXCLUDED.item_instance_url, EXCLUDED.item_schema_url)
-     RETURNING ${RECORD_COLUMNS}, (xmax = 0) AS inserted`,
+     RETURNING item_id, lifecycle_status, created_by,
+       to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at,
+       to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS updated_at, (xmax = 0) AS inserted`,
     [JSON.stringify(rows)],
   );
+  const input = new Map(rows.map((r) => [r.item_id.toLowerCase(), r]));
+  const stored = returned.map(({ inserted, ...decided }): ItemRecord & { inserted: boolean } => {
+    const { search_text: _text, ...item } = input.get(decided.item_id)!;
+    return { ...item, ...decided, inserted };
+  });
   const byId = new Map(stored.map((r) => [r.item_id, r]));
   const untouched = items.filter((i) => !byId.has(i.item_id)).map((i) => i.item_id);
   const existing = new Map<string, { identity: string; lifecycle_status: LifecycleStatus }>();

@@ -3,11 +3,18 @@
  * duplicates are found through a keyed HMAC-SHA-256 "blind index" of the normalised value.
  * Both keys are derived with HKDF-SHA-256 (RFC 5869) from one 32-byte master key (PII_KEY).
  */
-import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHmac, createSecretKey, hkdfSync, randomBytes } from 'node:crypto';
 
 const VERSION = 'v1';
 const IV_BYTES = 12; // the 96-bit IV GCM is designed for (NIST SP 800-38D §5.2.1.1)
 const TAG_BYTES = 16;
+/**
+ * IVs are cut from one buffer of CSPRNG bytes refilled every 1,024 values (a fresh buffer each
+ * time, so an IV handed out is never overwritten): one call into the CSPRNG per 1,024 encryptions
+ * instead of one each, which took a fifth of bulk onboarding's encryption time (issue 17). The IVs
+ * are as random as before; Node's own randomUUID caches its random bytes the same way.
+ */
+const IV_POOL_VALUES = 1024;
 const BASE64URL = /^[A-Za-z0-9_-]*$/;
 
 export interface PiiCrypto {
@@ -39,11 +46,21 @@ function decodePart(part: string, bytes?: number): Buffer {
 /** Creates the PII helpers from a 32-byte master key. @throws Error when the key is not 32 bytes. */
 export function createPiiCrypto(masterKey: Buffer): PiiCrypto {
   if (masterKey.length !== 32) throw new Error('PII master key must be 32 bytes');
-  const encKey = Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), 'ldp-pii-aes-256-gcm', 32));
+  const encKey = createSecretKey(Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), 'ldp-pii-aes-256-gcm', 32)));
   const macKey = Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), 'ldp-pii-blind-index', 32));
+  let ivPool = Buffer.alloc(0);
+  let ivOffset = 0;
+  const freshIv = () => {
+    if (ivOffset === ivPool.length) {
+      ivPool = randomBytes(IV_BYTES * IV_POOL_VALUES);
+      ivOffset = 0;
+    }
+    ivOffset += IV_BYTES;
+    return ivPool.subarray(ivOffset - IV_BYTES, ivOffset);
+  };
   return {
     encrypt(plaintext) {
-      const iv = randomBytes(IV_BYTES);
+      const iv = freshIv();
       const cipher = createCipheriv('aes-256-gcm', encKey, iv, { authTagLength: TAG_BYTES });
       const ct = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
       return [VERSION, iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), ct.toString('base64url')].join('.');
