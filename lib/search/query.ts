@@ -277,7 +277,14 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
       // Whole words: a prefix (`word:*`) search makes GIN collect every matching entry's postings
       // (4-5x slower for three common words, measured on the full file).
       const query = terms.join(' & ');
-      lexical = (p) => `to_tsvector('simple', i.search_text) @@ to_tsquery('simple', ${p(query)})`;
+      // Each word of the query, as the full-text parser makes it, is a substring of the lower-cased
+      // text of any row that matches: checked first (strpos of lower() is ~20x cheaper than the
+      // to_tsvector the match needs), it spares the full-text check to most rows when the plan
+      // reads rows near a point or through a filter rather than through the full-text index.
+      const { rows: [{ words }] } = await db.query<{ words: string[] }>(
+        `SELECT tsvector_to_array(to_tsvector('simple', $1)) AS words`, [terms.join(' ')]);
+      lexical = (p) => [...words.map((w) => `strpos(lower(i.search_text), ${p(w)}) > 0`),
+        `to_tsvector('simple', i.search_text) @@ to_tsquery('simple', ${p(query)})`].join(' AND ');
       const textScope: Cond = (p) => `i.item_network = ${p(context.networkId)} AND i.item_domain = ${p(context.domain)}
         AND i.item_type = ${p(context.itemType)} AND i.lifecycle_status = 'live'`;
       const scope = await countRows(db, [textScope, sameModel], exactMax);
