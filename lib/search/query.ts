@@ -186,10 +186,12 @@ async function estimateCount(db: SqlRunner, conds: Cond[], floor: number): Promi
  * estimate comes first (planning only, no row read): when it exceeds ESTIMATE_OVER × `bound` it is
  * the answer, since counting up to the bound would read `bound` rows for nothing (~1,000 heap
  * rows: 15-70 ms on the full PMGSY file); a planner that overestimates that much turns an exact
- * total into a flagged estimate, never the reverse.
+ * total into a flagged estimate, never the reverse. `estimateConds`: the same rows written as the
+ * planner estimates them best (without the text's strpos pre-checks, whose default selectivity
+ * would shrink the estimate).
  */
-async function countRows(db: SqlRunner, conds: Cond[], bound: number): Promise<{ n: number; estimated: boolean; ids?: string[] }> {
-  const guess = await estimateCount(db, conds, 0);
+async function countRows(db: SqlRunner, conds: Cond[], bound: number, estimateConds = conds): Promise<{ n: number; estimated: boolean; ids?: string[] }> {
+  const guess = await estimateCount(db, estimateConds, 0);
   if (guess > bound * ESTIMATE_OVER) return { n: guess, estimated: true };
   const ids = await boundedIds(db, conds, bound);
   return ids !== undefined ? { n: ids.length, estimated: false, ids } : { n: Math.max(guess, bound + 1), estimated: true };
@@ -270,6 +272,8 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
     // them) whose similarity reaches the threshold (vector index).
     let textMatch: Cond | undefined;
     let lexical: Cond | undefined;
+    /** The full-text match alone (what the planner estimates well enough; lexical adds pre-checks). */
+    let fullText: Cond | undefined;
     /** The similar items that pass the scope, filters and places, most similar first. */
     let vectorMatches: Neighbour[] = [];
     let similarNotLexical = 0;
@@ -283,8 +287,8 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
       // reads rows near a point or through a filter rather than through the full-text index.
       const { rows: [{ words }] } = await db.query<{ words: string[] }>(
         `SELECT tsvector_to_array(to_tsvector('simple', $1)) AS words`, [terms.join(' ')]);
-      lexical = (p) => [...words.map((w) => `strpos(lower(i.search_text), ${p(w)}) > 0`),
-        `to_tsvector('simple', i.search_text) @@ to_tsquery('simple', ${p(query)})`].join(' AND ');
+      fullText = (p) => `to_tsvector('simple', i.search_text) @@ to_tsquery('simple', ${p(query)})`;
+      lexical = (p) => [...words.map((w) => `strpos(lower(i.search_text), ${p(w)}) > 0`), fullText!(p)].join(' AND ');
       const textScope: Cond = (p) => `i.item_network = ${p(context.networkId)} AND i.item_domain = ${p(context.domain)}
         AND i.item_type = ${p(context.itemType)} AND i.lifecycle_status = 'live'`;
       const scope = await countRows(db, [textScope, sameModel], exactMax);
@@ -305,7 +309,7 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
 
     // meta.total: |lexical ∪ similar| = |lexical| + |similar but not lexical|, exact up to the bound.
     const counted = textMatch ? [...base, lexical!] : base;
-    const { n: found, estimated, ids: countedIds } = await countRows(db, counted, totalBound);
+    const { n: found, estimated, ids: countedIds } = await countRows(db, counted, totalBound, textMatch ? [...base, fullText!] : base);
     const total = found + similarNotLexical;
     // Every match, when the count read them: the counted rows and the similar ones passing the filters.
     const matchIds = countedIds && [...new Set([...countedIds, ...vectorMatches.map((n) => n.item_id)])];
