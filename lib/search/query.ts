@@ -161,12 +161,19 @@ function filterOf(conds: Cond[]): CandidateFilter {
   return { where: conds.map((c) => `(${c(p)})`).join(' AND ') || 'true', params };
 }
 
-/** Rows passing `conds`, read up to `bound`: their ids, or undefined when there are more. */
-async function boundedIds(db: SqlRunner, conds: Cond[], bound: number): Promise<string[] | undefined> {
+/**
+ * Rows passing `conds`, read up to `bound`: how many, and their ids with `withIds`; undefined when
+ * there are more.
+ */
+async function boundedCount(db: SqlRunner, conds: Cond[], bound: number, withIds: boolean): Promise<{ n: number; ids?: string[] } | undefined> {
   const f = filterOf(conds);
-  const { rows } = await db.query<{ item_id: string }>(
-    `SELECT i.item_id::text AS item_id FROM search.items i WHERE ${f.where} LIMIT ${bound + 1}`, f.params);
-  return rows.length <= bound ? rows.map((r) => r.item_id) : undefined;
+  const select = `SELECT i.item_id FROM search.items i WHERE ${f.where} LIMIT ${bound + 1}`;
+  if (withIds) {
+    const { rows } = await db.query<{ item_id: string }>(`SELECT item_id::text FROM (${select}) s`, f.params);
+    return rows.length <= bound ? { n: rows.length, ids: rows.map((r) => r.item_id) } : undefined;
+  }
+  const { rows: [row] } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM (${select}) s`, f.params);
+  return row.n <= bound ? { n: row.n } : undefined;
 }
 
 /**
@@ -181,8 +188,8 @@ async function estimateCount(db: SqlRunner, conds: Cond[], floor: number): Promi
 }
 
 /**
- * Rows passing `conds`: counted exactly when at most `bound` (`ids`: the rows read, so that the
- * page need not evaluate the conditions again), else the planner's estimate (`estimated`). The
+ * Rows passing `conds`: counted exactly when at most `bound` (`ids` with `withIds`: the rows read,
+ * so that the page need not evaluate the conditions again), else the planner's estimate (`estimated`). The
  * estimate comes first (planning only, no row read): when it exceeds ESTIMATE_OVER × `bound` it is
  * the answer, since counting up to the bound would read `bound` rows for nothing (~1,000 heap
  * rows: 15-70 ms on the full PMGSY file); a planner that overestimates that much turns an exact
@@ -190,11 +197,11 @@ async function estimateCount(db: SqlRunner, conds: Cond[], floor: number): Promi
  * planner estimates them best (without the text's strpos pre-checks, whose default selectivity
  * would shrink the estimate).
  */
-async function countRows(db: SqlRunner, conds: Cond[], bound: number, estimateConds = conds): Promise<{ n: number; estimated: boolean; ids?: string[] }> {
-  const guess = await estimateCount(db, estimateConds, 0);
+async function countRows(db: SqlRunner, conds: Cond[], bound: number, options: { estimateConds?: Cond[]; withIds?: boolean } = {}): Promise<{ n: number; estimated: boolean; ids?: string[] }> {
+  const guess = await estimateCount(db, options.estimateConds ?? conds, 0);
   if (guess > bound * ESTIMATE_OVER) return { n: guess, estimated: true };
-  const ids = await boundedIds(db, conds, bound);
-  return ids !== undefined ? { n: ids.length, estimated: false, ids } : { n: Math.max(guess, bound + 1), estimated: true };
+  const exact = await boundedCount(db, conds, bound, options.withIds ?? false);
+  return exact !== undefined ? { ...exact, estimated: false } : { n: Math.max(guess, bound + 1), estimated: true };
 }
 
 /**
@@ -309,7 +316,10 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
 
     // meta.total: |lexical ∪ similar| = |lexical| + |similar but not lexical|, exact up to the bound.
     const counted = textMatch ? [...base, lexical!] : base;
-    const { n: found, estimated, ids: countedIds } = await countRows(db, counted, totalBound, textMatch ? [...base, fullText!] : base);
+    // The page needs the matches' ids unless it comes from the similar items alone (below).
+    const fromSimilar = relevance && ranking === textVector && depth <= vectorMatches.length;
+    const { n: found, estimated, ids: countedIds } = await countRows(db, counted, totalBound,
+      { estimateConds: textMatch ? [...base, fullText!] : base, withIds: !fromSimilar });
     const total = found + similarNotLexical;
     // Every match, when the count read them: the counted rows and the similar ones passing the filters.
     const matchIds = countedIds && [...new Set([...countedIds, ...vectorMatches.map((n) => n.item_id)])];
@@ -320,7 +330,7 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
       if (relevance && ranking) {
         const known = estimated ? undefined : total;
         // The similar items rank first (any other match is less similar, or it would be among them).
-        const ranked = ranking === textVector && depth <= vectorMatches.length ? await refine(db, ranking, vectorMatches, depth + REFINE_MARGIN)
+        const ranked = fromSimilar ? await refine(db, ranking, vectorMatches, depth + REFINE_MARGIN)
           : await nearest(ranking, depth, matching, known, depth, matchIds);
         page = ranked.slice(offset, depth).map((n) => ({ item_id: n.item_id, score: n.similarity }));
       } else {
