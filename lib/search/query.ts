@@ -161,12 +161,19 @@ function filterOf(conds: Cond[]): CandidateFilter {
   return { where: conds.map((c) => `(${c(p)})`).join(' AND ') || 'true', params };
 }
 
-/** Rows passing `conds`, counted up to `bound`: the count, or undefined when there are more. */
-async function boundedCount(db: SqlRunner, conds: Cond[], bound: number): Promise<number | undefined> {
+/**
+ * Rows passing `conds`, read up to `bound`: how many, and their ids with `withIds`; undefined when
+ * there are more.
+ */
+async function boundedCount(db: SqlRunner, conds: Cond[], bound: number, withIds: boolean): Promise<{ n: number; ids?: string[] } | undefined> {
   const f = filterOf(conds);
-  const { rows: [row] } = await db.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM (SELECT 1 FROM search.items i WHERE ${f.where} LIMIT ${bound + 1}) s`, f.params);
-  return row.n <= bound ? row.n : undefined;
+  const select = `SELECT i.item_id FROM search.items i WHERE ${f.where} LIMIT ${bound + 1}`;
+  if (withIds) {
+    const { rows } = await db.query<{ item_id: string }>(`SELECT item_id::text FROM (${select}) s`, f.params);
+    return rows.length <= bound ? { n: rows.length, ids: rows.map((r) => r.item_id) } : undefined;
+  }
+  const { rows: [row] } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM (${select}) s`, f.params);
+  return row.n <= bound ? { n: row.n } : undefined;
 }
 
 /**
@@ -181,17 +188,20 @@ async function estimateCount(db: SqlRunner, conds: Cond[], floor: number): Promi
 }
 
 /**
- * Rows passing `conds`: counted exactly when at most `bound`, else the planner's estimate
- * (`estimated`). The estimate comes first (planning only, no row read): when it exceeds
- * ESTIMATE_OVER × `bound` it is the answer, since counting up to the bound would read `bound`
- * rows for nothing (~1,000 heap rows: 15-70 ms on the full PMGSY file); a planner that
- * overestimates that much turns an exact total into a flagged estimate, never the reverse.
+ * Rows passing `conds`: counted exactly when at most `bound` (`ids` with `withIds`: the rows read,
+ * so that the page need not evaluate the conditions again), else the planner's estimate (`estimated`). The
+ * estimate comes first (planning only, no row read): when it exceeds ESTIMATE_OVER × `bound` it is
+ * the answer, since counting up to the bound would read `bound` rows for nothing (~1,000 heap
+ * rows: 15-70 ms on the full PMGSY file); a planner that overestimates that much turns an exact
+ * total into a flagged estimate, never the reverse. `estimateConds`: the same rows written as the
+ * planner estimates them best (without the text's strpos pre-checks, whose default selectivity
+ * would shrink the estimate).
  */
-async function countRows(db: SqlRunner, conds: Cond[], bound: number): Promise<{ n: number; estimated: boolean }> {
-  const guess = await estimateCount(db, conds, 0);
+async function countRows(db: SqlRunner, conds: Cond[], bound: number, options: { estimateConds?: Cond[]; withIds?: boolean } = {}): Promise<{ n: number; estimated: boolean; ids?: string[] }> {
+  const guess = await estimateCount(db, options.estimateConds ?? conds, 0);
   if (guess > bound * ESTIMATE_OVER) return { n: guess, estimated: true };
-  const exact = await boundedCount(db, conds, bound);
-  return exact !== undefined ? { n: exact, estimated: false } : { n: Math.max(guess, bound + 1), estimated: true };
+  const exact = await boundedCount(db, conds, bound, options.withIds ?? false);
+  return exact !== undefined ? { ...exact, estimated: false } : { n: Math.max(guess, bound + 1), estimated: true };
 }
 
 /**
@@ -240,20 +250,28 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
     };
     const sameModel: Cond = (p) => sameModelSql('i', provider.version, { id: p(provider.version.model_id), quantization: p(provider.version.quantization) });
     const comparable = [scope, sameModel];
+    /**
+     * The rows `ids` (read by an earlier statement of this request under the full conditions)
+     * still live (and of the model version, with `model`): evaluating the places, filters and
+     * text again per row cost as much as the first time (to_tsvector of every row near a point).
+     */
+    const byIds = (ids: string[], model: boolean): Cond[] =>
+      [(p) => `i.item_id = ANY(${p(ids)}::uuid[]) AND i.lifecycle_status = 'live'`, ...(model ? [sameModel] : [])];
     // Relevance ranks only vectors comparable with the ranking vector.
     const base = relevance && ranking ? comparable : [scope];
 
     /**
      * The `k` nearest rows to `vector` passing `conds` (`known`: how many pass, when counted); the
-     * first `exactTop` of them ranked by exact similarity (the index's are approximate).
+     * first `exactTop` of them ranked by exact similarity (the index's are approximate). `ids`:
+     * the rows passing `conds` when they were read already, which the exact path then ranks.
      */
-    const nearest = async (vector: Float32Array, k: number, conds: Cond[], known: number | undefined, exactTop: number): Promise<Neighbour[]> => {
+    const nearest = async (vector: Float32Array, k: number, conds: Cond[], known: number | undefined, exactTop: number, ids?: string[]): Promise<Neighbour[]> => {
       if (index && (known === undefined || known > exactMax)) {
         // A margin beyond k, so that the exact re-ranking can bring in what f16 distances put just below.
         const found = await index.search(db, vector, exactTop ? k + REFINE_MARGIN : k, filterOf(conds));
         if (found.length >= (known === undefined ? k : Math.min(k, known))) return (await refine(db, vector, found, exactTop + REFINE_MARGIN)).slice(0, k);
       }
-      return exactNearest(db, vector, k, filterOf(conds));
+      return exactNearest(db, vector, k, filterOf(ids ? byIds(ids, conds.includes(sameModel)) : conds));
     };
 
     // Text: the lexical condition (full-text index), and the text's nearest neighbours in the scope
@@ -261,6 +279,8 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
     // them) whose similarity reaches the threshold (vector index).
     let textMatch: Cond | undefined;
     let lexical: Cond | undefined;
+    /** The full-text match alone (what the planner estimates well enough; lexical adds pre-checks). */
+    let fullText: Cond | undefined;
     /** The similar items that pass the scope, filters and places, most similar first. */
     let vectorMatches: Neighbour[] = [];
     let similarNotLexical = 0;
@@ -268,7 +288,14 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
       // Whole words: a prefix (`word:*`) search makes GIN collect every matching entry's postings
       // (4-5x slower for three common words, measured on the full file).
       const query = terms.join(' & ');
-      lexical = (p) => `to_tsvector('simple', i.search_text) @@ to_tsquery('simple', ${p(query)})`;
+      // A word of the query is a substring of the lower-cased text of any row that matches: checked
+      // first (strpos of lower() costs ~1/20 of the to_tsvector the match needs), it spares the
+      // full-text check to most rows when the plan reads rows near a point or through a filter
+      // rather than through the full-text index. Only ASCII words up to 100 characters: for those,
+      // the parser's lexeme is the word itself and JavaScript lower-cases as PostgreSQL does.
+      const words = terms.filter((w) => /^[a-z0-9]{1,100}$/.test(w));
+      fullText = (p) => `to_tsvector('simple', i.search_text) @@ to_tsquery('simple', ${p(query)})`;
+      lexical = (p) => [...words.map((w) => `strpos(lower(i.search_text), ${p(w)}) > 0`), fullText!(p)].join(' AND ');
       const textScope: Cond = (p) => `i.item_network = ${p(context.networkId)} AND i.item_domain = ${p(context.domain)}
         AND i.item_type = ${p(context.itemType)} AND i.lifecycle_status = 'live'`;
       const scope = await countRows(db, [textScope, sameModel], exactMax);
@@ -289,8 +316,13 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
 
     // meta.total: |lexical ∪ similar| = |lexical| + |similar but not lexical|, exact up to the bound.
     const counted = textMatch ? [...base, lexical!] : base;
-    const { n: found, estimated } = await countRows(db, counted, totalBound);
+    // The page needs the matches' ids unless it comes from the similar items alone (below).
+    const fromSimilar = relevance && ranking === textVector && depth <= vectorMatches.length;
+    const { n: found, estimated, ids: countedIds } = await countRows(db, counted, totalBound,
+      { estimateConds: textMatch ? [...base, fullText!] : base, withIds: !fromSimilar });
     const total = found + similarNotLexical;
+    // Every match, when the count read them: the counted rows and the similar ones passing the filters.
+    const matchIds = countedIds && [...new Set([...countedIds, ...vectorMatches.map((n) => n.item_id)])];
 
     // The page: by rank through the vector index, else ordered in SQL.
     let page: { item_id: string; score?: number }[] = [];
@@ -298,11 +330,11 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
       if (relevance && ranking) {
         const known = estimated ? undefined : total;
         // The similar items rank first (any other match is less similar, or it would be among them).
-        const ranked = ranking === textVector && depth <= vectorMatches.length ? await refine(db, ranking, vectorMatches, depth + REFINE_MARGIN)
-          : await nearest(ranking, depth, matching, known, depth);
+        const ranked = fromSimilar ? await refine(db, ranking, vectorMatches, depth + REFINE_MARGIN)
+          : await nearest(ranking, depth, matching, known, depth, matchIds);
         page = ranked.slice(offset, depth).map((n) => ({ item_id: n.item_id, score: n.similarity }));
       } else {
-        const f = filterOf(matching);
+        const f = filterOf(matchIds ? byIds(matchIds, false) : matching);
         const p = (value: unknown) => `$${f.params.push(value)}`;
         const distance = distanceFrom ? `(SELECT min(search.distance_m(${p(distanceFrom.lat)}, ${p(distanceFrom.lng)}, l.lat, l.lng))
             FROM search.item_locations l WHERE l.item_id = i.item_id)` : 'NULL::float8';
