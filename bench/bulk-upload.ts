@@ -3,21 +3,23 @@
  * `../shared/data`) onboarded as providers through the HTTP API, end to end, on a fresh embedded
  * database with its own DATA_DIR and ports.
  *
- * - Two modes, each with a fresh child process per run:
+ * - Two modes, each with a fresh child process and a fresh database per run:
  *   - `worker`: the signals and aggregator services run in this process and the worker alone as
  *     `ldp worker` in a child process, so that its peak RSS (VmHWM) is its own;
  *   - `start`: everything in one `ldp start` child process (services, and the worker in its
- *     thread) on the same database, as an operator runs it; its RSS is the whole process.
+ *     thread), as an operator runs it; its RSS is the whole process.
  * - Rows/s end to end: from the start of the upload request to the job's `completed_at`
  *   (upload, staging, coercion, encryption, participant inserts, signals pushes).
  * - The floor: PostgreSQL's own `COPY` of the same file into a plain table (server-side COPY).
  * - XLSX: the same file converted by LibreOffice (`soffice --headless`) when installed, else
  *   written by exceljs's streaming writer (every cell a string, as the CSV has them).
  *
+ * Each run (the COPY floor, each mode, the XLSX run) gets a fresh embedded database, so none pays
+ * for what an earlier run left: its items in every index, its search indexing still queued, the
+ * vector index `ldp start`'s search service would build from them at start, autovacuum.
+ *
  * Environment: BENCH_ROWS (first N records only, for a quick run), BENCH_XLSX=0 (skip the XLSX
- * run), BENCH_MODES (default `start,worker`: `ldp start` first, on a database without items, since its search
- * service builds its vector index from every item already indexed when it starts, which would
- * compete with the run for the CPU), BENCH_WORKER_CONCURRENCY (default WORKER_CONCURRENCY), BULK_UPLOAD_CHUNK_ROWS,
+ * run), BENCH_MODES (default `worker,start`), BENCH_WORKER_CONCURRENCY (default WORKER_CONCURRENCY), BULK_UPLOAD_CHUNK_ROWS,
  * BENCH_CPU_PROF=dir (a CPU profile of the worker), BENCH_PG_STATEMENTS=1 (PostgreSQL's costliest
  * statements of each run, from pg_stat_statements, nested ones included), BENCH_REPORT_MS (progress line interval).
  * Prints the figures and writes bench/results/bulk-upload.json.
@@ -323,21 +325,17 @@ async function soffice(): Promise<string | null> {
   return null;
 }
 
-async function main(): Promise<void> {
-  if (!existsSync(SOURCE)) {
-    process.stderr.write(`bench:bulk needs ${SOURCE} (the shared PMGSY data next to the repository)\n`);
-    process.exit(2);
-  }
-  const limit = process.env.BENCH_ROWS ? Number(process.env.BENCH_ROWS) : undefined;
+interface Fresh { db: EmbeddedPostgres; platform: PlatformHandle; config: ReturnType<typeof loadConfig>; workerEnv: NodeJS.ProcessEnv; stop(): Promise<void> }
+
+/**
+ * A fresh embedded database (own cluster, DATA_DIR and ports) with the signals and aggregator
+ * services in this process: each run gets one, so no run pays for what an earlier one left (its
+ * items in every index, search indexing still queued, autovacuum of its rows).
+ */
+async function freshPlatform(): Promise<Fresh> {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'ldp-bench-bulk-'));
   // The embedded server (running as the postgres user when root) must reach the files it COPYs.
   await import('node:fs/promises').then((fs) => fs.chmod(dataDir, 0o755));
-  let file = SOURCE;
-  if (limit) {
-    file = path.join(dataDir, `first-${limit}.csv`);
-    await firstRecords(limit, file);
-  }
-  const loadStart = os.loadavg();
   const pgPort = await freePort();
   const db = await withStatementStats(await startEmbeddedPostgres({ dataDir, port: pgPort }), dataDir);
   const env = {
@@ -355,21 +353,58 @@ async function main(): Promise<void> {
     SIGNALS_URL: platform.ctx.urls.signals, AGGREGATOR_PUBLIC_URL: platform.ctx.urls.aggregator,
     WORKER_CONCURRENCY: process.env.BENCH_WORKER_CONCURRENCY ?? String(config.WORKER_CONCURRENCY),
   };
+  return {
+    db, platform, config, workerEnv,
+    async stop() {
+      await platform.stop();
+      await db.stop();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Runs `fn` on a fresh platform, stopped afterwards. */
+async function onFresh<T>(fn: (fresh: Fresh) => Promise<T>): Promise<T> {
+  const fresh = await freshPlatform();
+  try {
+    return await fn(fresh);
+  } finally {
+    await fresh.stop();
+  }
+}
+
+async function main(): Promise<void> {
+  if (!existsSync(SOURCE)) {
+    process.stderr.write(`bench:bulk needs ${SOURCE} (the shared PMGSY data next to the repository)\n`);
+    process.exit(2);
+  }
+  const limit = process.env.BENCH_ROWS ? Number(process.env.BENCH_ROWS) : undefined;
+  // Input files derived from the source (first N rows, XLSX), readable by the embedded servers.
+  const filesDir = await mkdtemp(path.join(os.tmpdir(), 'ldp-bench-bulk-files-'));
+  await import('node:fs/promises').then((fs) => fs.chmod(filesDir, 0o755));
+  let file = SOURCE;
+  if (limit) {
+    file = path.join(filesDir, `first-${limit}.csv`);
+    await firstRecords(limit, file);
+  }
+  const loadStart = os.loadavg();
+  const config = loadConfig({ ...process.env, DATABASE_URL: 'postgres://unused', EMBEDDING_PROVIDER: 'hashing' });
   const results: Record<string, unknown> = {
     measured_at: new Date().toISOString(), machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, memory_gb: Math.round(os.totalmem() / 1e9) },
     load_average_at_start: loadStart.map((l) => Number(l.toFixed(2))), chunk_rows: config.BULK_UPLOAD_CHUNK_ROWS,
-    worker_concurrency: Number(workerEnv.WORKER_CONCURRENCY), source: path.relative(repo, file),
+    worker_concurrency: Number(process.env.BENCH_WORKER_CONCURRENCY ?? config.WORKER_CONCURRENCY), source: path.relative(repo, file),
+    runs: 'each on a fresh embedded database',
   };
-  const modes = (process.env.BENCH_MODES ?? 'start,worker').split(',').map((m) => m.trim()) as Mode[];
-  // The XLSX run comes after the CSV runs: with the worker separate when measured (no search service to start).
+  const modes = (process.env.BENCH_MODES ?? 'worker,start').split(',').map((m) => m.trim()) as Mode[];
+  // The XLSX run comes after the CSV runs: with the worker separate when measured.
   const xlsxMode: Mode = modes.includes('worker') ? 'worker' : modes[0];
   try {
-    const floor = await copyFloor(platform, file);
+    const floor = await onFresh(({ platform }) => copyFloor(platform, file));
     results.copy_floor = { seconds: Number(floor.seconds.toFixed(2)), rows: floor.rows, rows_per_second: Math.round(floor.rows / floor.seconds) };
     const ratios: Record<string, number> = {};
     for (const mode of modes) {
       process.stderr.write(`CSV run (${mode}): ${file}\n`);
-      const run = await onboard(platform, workerEnv, db.dataDir, file, 'csv', mode);
+      const run = await onFresh(({ platform, workerEnv, db }) => onboard(platform, workerEnv, db.dataDir, file, 'csv', mode));
       results[mode === 'worker' ? 'csv' : `csv_${mode}`] = run;
       ratios[mode] = Number((run.end_to_end_seconds / floor.seconds).toFixed(1));
     }
@@ -381,27 +416,27 @@ async function main(): Promise<void> {
     } else if (!office) {
       process.stderr.write('writing the XLSX with exceljs (LibreOffice is not installed)…\n');
       const convertStart = Date.now();
-      const xlsx = path.join(dataDir, `${path.basename(file, '.csv')}.xlsx`);
+      const xlsx = path.join(filesDir, `${path.basename(file, '.csv')}.xlsx`);
       await writeXlsx(file, xlsx);
       const convertSeconds = (Date.now() - convertStart) / 1000;
       process.stderr.write(`XLSX run: ${xlsx}\n`);
-      results.xlsx = { ...await onboard(platform, workerEnv, db.dataDir, xlsx, 'xlsx', xlsxMode), written_by: 'exceljs', conversion_seconds: Math.round(convertSeconds) };
+      const run = await onFresh(({ platform, workerEnv, db }) => onboard(platform, workerEnv, db.dataDir, xlsx, 'xlsx', xlsxMode));
+      results.xlsx = { ...run, written_by: 'exceljs', conversion_seconds: Math.round(convertSeconds) };
     } else {
       process.stderr.write('converting to XLSX with LibreOffice…\n');
       const convertStart = Date.now();
-      const outDir = path.join(dataDir, 'xlsx');
+      const outDir = path.join(filesDir, 'xlsx');
       await mkdir(outDir, { recursive: true });
-      await run(office, ['--headless', `-env:UserInstallation=file://${path.join(dataDir, 'lo-profile')}`, '--convert-to', 'xlsx', '--outdir', outDir, file], { timeout: 30 * 60_000 });
+      await run(office, ['--headless', `-env:UserInstallation=file://${path.join(filesDir, 'lo-profile')}`, '--convert-to', 'xlsx', '--outdir', outDir, file], { timeout: 30 * 60_000 });
       const xlsx = path.join(outDir, `${path.basename(file, '.csv')}.xlsx`);
       const convertSeconds = (Date.now() - convertStart) / 1000;
       process.stderr.write(`XLSX run: ${xlsx}\n`);
-      results.xlsx = { ...await onboard(platform, workerEnv, db.dataDir, xlsx, 'xlsx', xlsxMode), libreoffice_conversion_seconds: Math.round(convertSeconds) };
+      const xlsxRun = await onFresh(({ platform, workerEnv, db }) => onboard(platform, workerEnv, db.dataDir, xlsx, 'xlsx', xlsxMode));
+      results.xlsx = { ...xlsxRun, libreoffice_conversion_seconds: Math.round(convertSeconds) };
     }
   } finally {
     results.load_average_at_end = os.loadavg().map((l) => Number(l.toFixed(2)));
-    await platform.stop();
-    await db.stop();
-    await rm(dataDir, { recursive: true, force: true });
+    await rm(filesDir, { recursive: true, force: true });
   }
   // A reduced run (BENCH_ROWS) does not replace the full run's results.
   const resultsFile = limit ? RESULTS.replace(/\.json$/, `-${limit}-rows.json.tmp`) : RESULTS;

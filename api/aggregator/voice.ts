@@ -18,7 +18,7 @@ import express, { Router, type NextFunction, type Request, type RequestHandler, 
 import { z } from 'zod';
 import { applyCallbacks } from '../../lib/aggregator/voice/dispatch.ts';
 import {
-  COUNT_NAMES, createVoiceJob, listVoiceJobs, loadVoiceJob, pollVoiceJob, requestHash, toJobJson, VOICE_CHANNELS,
+  COUNT_NAMES, createVoiceJob, listVoiceJobs, loadVoiceJob, pollVoiceJob, requestHash, toJobJson, VOICE_CHANNELS, type PolledJob,
 } from '../../lib/aggregator/voice/jobs.ts';
 import { providerCallbackSchema } from '../../lib/aggregator/voice/protocol.ts';
 import { voiceProviderSecret } from '../../lib/aggregator/voice/provider.ts';
@@ -205,6 +205,34 @@ export function voiceRoutes(ctx: PlatformContext): Router {
   });
 
   const answers = new AnswerCache();
+  // One read of a page at a time: requests for a page arriving while its read is in flight share
+  // that read (and its answer) instead of queueing reads of their own, so a page polled hundreds of
+  // times a second costs PostgreSQL one statement per read's duration, even when dispatch keeps
+  // PostgreSQL busy (docs/decisions.md, "Voice campaigns"). The price: an answer may come from a
+  // read begun up to one read's duration before the request (never one that had already answered).
+  const reads = new Map<string, Promise<{ polled: PolledJob | null; body?: Buffer }>>();
+  const readPage = (page: string, id: string, orgId: string, afterSeq: number, limit: number) => {
+    const key = `${orgId}:${page}`;
+    let read = reads.get(key);
+    if (!read) {
+      const held = answers.get(page);
+      // The version of the answer held counts as known: the statement then skips the items.
+      read = pollVoiceJob(ctx.pool, id, { orgId, afterSeq, limit, knownVersions: held ? [held.version] : [] })
+        .then((polled) => {
+          // No page: the job is not the caller's voice job (answered below), or still at the version held.
+          if (!polled?.page) return { polled, body: held?.body };
+          const { job, items, nextSeq } = polled.page;
+          const body = Buffer.from(JSON.stringify({
+            ...toJobJson(job), items, items_limit: limit, items_next_cursor: nextSeq === null ? null : encodeCursor(nextSeq),
+          }));
+          answers.set(page, { version: polled.version, body });
+          return { polled, body };
+        })
+        .finally(() => reads.delete(key));
+      reads.set(key, read);
+    }
+    return read;
+  };
   router.get('/campaign/voice/:job_id', async (req, res, next) => {
     const id = jobIdParam(req, next);
     if (!id) return;
@@ -212,12 +240,7 @@ export function voiceRoutes(ctx: PlatformContext): Router {
     const afterSeq = query.cursor === undefined ? -1 : decodeCursor(query.cursor);
     const ifNoneMatch = req.header('if-none-match');
     const known = taggedVersions(ifNoneMatch);
-    const page = `${id}:${afterSeq}:${query.items_limit}`;
-    const answered = answers.get(page);
-    // The version the answer cache holds counts as known: the statement then skips the items.
-    const polled = await pollVoiceJob(ctx.pool, id, {
-      orgId: callerOf(res).orgId, afterSeq, limit: query.items_limit, knownVersions: answered ? [...known, answered.version] : known,
-    });
+    const { polled, body } = await readPage(`${id}:${afterSeq}:${query.items_limit}`, id, callerOf(res).orgId, afterSeq, query.items_limit);
     if (!polled) throw new HttpError(404, `No voice job ${id}`);
     if (polled.org_id !== callerOf(res).orgId) throw new HttpError(403, `Voice job ${id} belongs to another organisation`, { code: 'forbidden' });
     if (polled.channel !== 'voice') {
@@ -228,17 +251,6 @@ export function voiceRoutes(ctx: PlatformContext): Router {
     if (known.includes(polled.version) || ifNoneMatch?.trim() === '*') {
       res.status(304).end();
       return;
-    }
-    let body: Buffer;
-    if (!polled.page) {
-      // Not the caller's version, so the one of the answer held (the statement skipped the page).
-      body = answered!.body;
-    } else {
-      const { job, items, nextSeq } = polled.page;
-      body = Buffer.from(JSON.stringify({
-        ...toJobJson(job), items, items_limit: query.items_limit, items_next_cursor: nextSeq === null ? null : encodeCursor(nextSeq),
-      }));
-      answers.set(page, { version: polled.version, body });
     }
     // As res.json would set it, without its MIME lookup per request.
     res.setHeader('content-type', 'application/json; charset=utf-8');

@@ -54,16 +54,26 @@ const CALLER_CACHE_MAX = 10_000;
  */
 export function bearerAuth(ctx: PlatformContext): RequestHandler {
   const approved = new Map<string, { record: CallerRecord; until: number }>();
-  const recordOf = async (aggregatorId: string): Promise<CallerRecord | undefined> => {
+  // Requests arriving while an aggregator's lookup is in flight share it: when the remembered
+  // registration expires under hundreds of requests a second, one query replaces one per request,
+  // which would otherwise take every pooled connection while PostgreSQL is busy.
+  const lookups = new Map<string, Promise<CallerRecord | undefined>>();
+  const recordOf = (aggregatorId: string): Promise<CallerRecord | undefined> => {
     const known = approved.get(aggregatorId);
-    if (known && Date.now() < known.until) return known.record;
-    approved.delete(aggregatorId);
-    const record = await lookupCaller(ctx, aggregatorId);
-    if (record && record.status === 'approved' && record.org_status === 'approved') {
-      if (approved.size >= CALLER_CACHE_MAX) approved.delete(approved.keys().next().value!);
-      approved.set(aggregatorId, { record, until: Date.now() + CALLER_CACHE_MS });
+    if (known && Date.now() < known.until) return Promise.resolve(known.record);
+    let lookup = lookups.get(aggregatorId);
+    if (!lookup) {
+      approved.delete(aggregatorId);
+      lookup = lookupCaller(ctx, aggregatorId).then((record) => {
+        if (record && record.status === 'approved' && record.org_status === 'approved') {
+          if (approved.size >= CALLER_CACHE_MAX) approved.delete(approved.keys().next().value!);
+          approved.set(aggregatorId, { record, until: Date.now() + CALLER_CACHE_MS });
+        }
+        return record;
+      }).finally(() => lookups.delete(aggregatorId));
+      lookups.set(aggregatorId, lookup);
     }
-    return record;
+    return lookup;
   };
   return async (req, res, next) => {
     const match = /^Bearer\s+(\S+)\s*$/i.exec(req.header('authorization') ?? '');
