@@ -5,8 +5,8 @@
  * Every part runs in its own process, as in production: embedded PostgreSQL, the aggregator
  * service (`ldp serve --service aggregator`), the worker (`ldp worker`, so its peak RSS is its
  * own), the provider (`ldp voice-provider`); this process seeds the participants, creates the job
- * over HTTP and runs the load generator (loadtest, open loop: one request every 1/rate s whatever
- * the answers do) against `GET /v1/campaign/voice/{job_id}`.
+ * over HTTP and runs the load generator (bench/poll-load.ts, its own process: loadtest, open loop,
+ * one request every 1/rate s whatever the answers do) against `GET /v1/campaign/voice/{job_id}`.
  *
  * Figures: create → all items final (seconds, items/s), the create request alone, worker peak RSS
  * (VmHWM), CPU seconds per process, poll latency p50/p95/p99 at BENCH_POLL_RATE req/s for
@@ -22,7 +22,6 @@ import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadTest, type LoadTestOptions, type LoadTestResult } from 'loadtest';
 import { createAggregator } from '../lib/aggregator/aggregators.ts';
 import { insertParticipants } from '../lib/aggregator/participants.ts';
 import { createContext } from '../lib/context.ts';
@@ -75,41 +74,20 @@ async function rssMb(pid: number): Promise<{ now: number; peak: number }> {
 
 
 /**
- * Polls `url` at POLL_RATE requests/s for `seconds` with loadtest's constant rate: a request is
- * sent every 1/POLL_RATE s on a free keep-alive connection (a new one when all are busy), whether
- * or not earlier answers have come, so a slow answer delays none of the later sends and each
- * latency runs from its scheduled send (no coordinated omission). autocannon, used before, limits
- * its rate per connection and per second: each of its 32 connections sent its share of the second
- * back to back at the start of it, so it measured bursts of 32 requests in flight, not a rate
- * (docs/decisions.md, "Voice campaigns"). Every response time is kept for exact percentiles.
+ * Polls `url` at POLL_RATE requests/s for `seconds` from a process of its own (bench/poll-load.ts:
+ * loadtest's constant rate, an open loop), so that this process's own work never delays the load.
+ * autocannon, used before, limits its rate per connection and per second: each of its 32
+ * connections sent its share of the second back to back at the start of it, so it measured bursts
+ * of 32 requests in flight, not a rate (docs/decisions.md, "Voice campaigns").
  */
-// loadtest 8 answers a promise when called without a callback (its README); its typings predate that.
-const runLoadTest = loadTest as unknown as (options: LoadTestOptions) => Promise<LoadTestResult>;
-
 async function pollFor(url: string, headers: Record<string, string>, seconds: number) {
-  const latencies: number[] = [];
-  let non2xx = 0;
-  let errors = 0;
-  const result = await runLoadTest({
-    url, headers, requestsPerSecond: POLL_RATE, maxSeconds: seconds, agentKeepAlive: true, quiet: true,
-    statusCallback: (_error: unknown, answer?: { requestElapsed: number; statusCode: number }) => {
-      if (!answer) { errors++; return; }
-      latencies.push(answer.requestElapsed);
-      if (answer.statusCode < 200 || answer.statusCode > 299) non2xx++;
-    },
-  });
-  return {
-    target_rate: POLL_RATE, seconds, requests: latencies.length + errors, rate_achieved: Math.round(result.rps),
-    non_2xx: non2xx, errors,
-    latency_ms: { p50: percentile(latencies, 50), p95: percentile(latencies, 95), p99: percentile(latencies, 99), max: percentile(latencies, 100) },
-  };
-}
-
-/** The `p`th percentile (nearest rank) of `values`, in ms with two decimals. */
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return Number((sorted[rank] ?? NaN).toFixed(2));
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(repo, 'bench/poll-load.ts'), JSON.stringify({ url, headers, rate: POLL_RATE, seconds })],
+    { cwd: repo, stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout!.on('data', (chunk: Buffer) => { out += chunk.toString(); });
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  if (code !== 0) throw new Error(`bench/poll-load.ts exited with ${code}`);
+  return JSON.parse(out) as { target_rate: number; seconds: number; requests: number; rate_achieved: number; non_2xx: number; errors: number; latency_ms: Record<string, number> };
 }
 
 async function main(): Promise<void> {

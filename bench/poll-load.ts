@@ -1,0 +1,40 @@
+/**
+ * The load generator of `bench:voice`, run as its own process so that the benchmark's other work
+ * (job counts every 50 ms, RSS samples) never delays a send or the reading of an answer:
+ * `node --import tsx bench/poll-load.ts '{"url", "headers", "rate", "seconds"}'` polls `url` with
+ * loadtest's constant rate — a request every 1/rate s on a free keep-alive connection (a new one
+ * when all are busy), whether or not earlier answers have come, each latency from its scheduled
+ * send (no coordinated omission) — and prints one JSON line: requests, rate achieved, non-2xx,
+ * errors, latency p50/p95/p99/max in ms (exact percentiles over every answer).
+ */
+import { loadTest, type LoadTestOptions, type LoadTestResult } from 'loadtest';
+
+interface Options { url: string; headers: Record<string, string>; rate: number; seconds: number }
+
+// loadtest 8 answers a promise when called without a callback (its README); its typings predate that.
+const runLoadTest = loadTest as unknown as (options: LoadTestOptions) => Promise<LoadTestResult>;
+
+/** The `p`th percentile (nearest rank) of `values`, in ms with two decimals. */
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return Number((sorted[rank] ?? NaN).toFixed(2));
+}
+
+const options = JSON.parse(process.argv[2]) as Options;
+const latencies: number[] = [];
+let non2xx = 0;
+let errors = 0;
+const result = await runLoadTest({
+  url: options.url, headers: options.headers, requestsPerSecond: options.rate, maxSeconds: options.seconds, agentKeepAlive: true, quiet: true,
+  statusCallback: (_error: unknown, answer?: { requestElapsed: number; statusCode: number }) => {
+    if (!answer) { errors++; return; }
+    latencies.push(answer.requestElapsed);
+    if (answer.statusCode < 200 || answer.statusCode > 299) non2xx++;
+  },
+});
+process.stdout.write(`${JSON.stringify({
+  target_rate: options.rate, seconds: options.seconds, requests: latencies.length + errors, rate_achieved: Math.round(result.rps),
+  non_2xx: non2xx, errors,
+  latency_ms: { p50: percentile(latencies, 50), p95: percentile(latencies, 95), p99: percentile(latencies, 99), max: percentile(latencies, 100) },
+})}\n`);
