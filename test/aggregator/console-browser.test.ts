@@ -36,6 +36,8 @@ const ROWS = 19_118;
 const BAD_EVERY = 10;
 const BROKEN = Math.floor(ROWS / BAD_EVERY);
 
+// Needs Debian's Chromium (installed by .ci/run) and the PMGSY file in ../shared; skipped without
+// either, the title naming the absent path.
 const why = absent([CHROMIUM], NEEDS_CHROMIUM) || absent([PMGSY], NEEDS_SHARED);
 
 /** The PMGSY file with every BAD_EVERY-th record's latitude broken. */

@@ -15,6 +15,7 @@ import { startTestPlatform, tempDir, type TestAggregator, type TestPlatform } fr
 import { absent, CHROMIUM, NEEDS_CHROMIUM, titled } from '../helpers/requires.ts';
 
 const ARTIFACTS = path.join(REPO_ROOT, 'test-artifacts');
+// Needs Debian's Chromium (installed by .ci/run); skipped without it, the title naming the absent path.
 const noChromium = absent([CHROMIUM], NEEDS_CHROMIUM);
 
 describe.skipIf(noChromium !== '')(titled('registration form page in headless Chromium', noChromium), () => {

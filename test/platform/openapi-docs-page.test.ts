@@ -18,6 +18,7 @@ import { absent, CHROMIUM, NEEDS_CHROMIUM, titled } from '../helpers/requires.ts
 const ARTIFACTS = path.join(REPO_ROOT, 'test-artifacts');
 const SERVICES: ServiceName[] = ['signals', 'search', 'aggregator'];
 
+// Needs Debian's Chromium (installed by .ci/run); skipped without it, the title naming the absent path.
 const noChromium = absent([CHROMIUM], NEEDS_CHROMIUM);
 describe.skipIf(noChromium !== '')(titled('the /docs reference page in headless Chromium', noChromium), () => {
   let platform: TestPlatform;
