@@ -15,6 +15,7 @@
 import { randomUUID } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
 import express, { Router, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
+import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
 import { applyCallbacks } from '../../lib/aggregator/voice/dispatch.ts';
 import {
@@ -92,27 +93,13 @@ function taggedVersions(header: string | undefined): string[] {
 }
 
 /**
- * The serialised 200 answers of the last polled job pages (`<job_id>:<after seq>:<limit>`), each
- * with the job version it shows: while a page's job is at that version, the same bytes are the
- * answer (the version grows with every change of the job or its items), so a poller costs an
- * index lookup of the job row, not a page of items built, parsed and serialised again. The org
- * and channel are checked on every request before an answer is reused. Bounded: the oldest page
- * is forgotten first.
+ * How many polled job pages (`<job_id>:<after seq>:<limit>`) keep their serialised 200 answer and
+ * the job version it shows: while a page's job is at that version, the same bytes are the answer
+ * (the version grows with every change of the job or its items), so a poller costs an index lookup
+ * of the job row, not a page of items built, parsed and serialised again. The org and channel are
+ * checked on every request before an answer is reused; the least recently polled page goes first.
  */
-class AnswerCache {
-  static readonly MAX_PAGES = 64;
-  readonly #pages = new Map<string, { version: string; body: Buffer }>();
-
-  get(page: string) {
-    return this.#pages.get(page);
-  }
-
-  set(page: string, answer: { version: string; body: Buffer }) {
-    this.#pages.delete(page);
-    if (this.#pages.size >= AnswerCache.MAX_PAGES) this.#pages.delete(this.#pages.keys().next().value!);
-    this.#pages.set(page, answer);
-  }
-}
+const ANSWERED_PAGES = 64;
 
 function jobIdParam(req: Request, next: NextFunction): string | undefined {
   const id = String(req.params.job_id);
@@ -204,7 +191,7 @@ export function voiceRoutes(ctx: PlatformContext): Router {
     res.json({ voice_jobs: jobs, page: page.page, limit: page.limit, total, has_more: page.page * page.limit < total });
   });
 
-  const answers = new AnswerCache();
+  const answers = new LRUCache<string, { version: string; body: Buffer }>({ max: ANSWERED_PAGES });
   // One read of a page at a time: requests for a page arriving while its read is in flight share
   // that read (and its answer) instead of queueing reads of their own, so a page polled hundreds of
   // times a second costs PostgreSQL one statement per read's duration, even when dispatch keeps

@@ -4,6 +4,7 @@
  * (authenticated but not allowed), in the service's error shape.
  */
 import type { RequestHandler, Response } from 'express';
+import { LRUCache } from 'lru-cache';
 import { findApiKey, type KeyService } from '../../lib/platform/api-keys.ts';
 import type { PlatformContext } from '../../lib/context.ts';
 import { domainsForAggregatorTypes } from '../../lib/network/config.ts';
@@ -44,7 +45,7 @@ const bearerChallenge = (error?: string) => ({ 'WWW-Authenticate': error ? `Bear
  * (docs/decisions.md, "Voice campaigns"); refusals are never reused.
  */
 export const CALLER_CACHE_MS = 1000;
-/** At most this many aggregators' registrations are remembered per process (the oldest forgotten first). */
+/** At most this many aggregators' registrations are remembered per process (the least recently used forgotten first). */
 const CALLER_CACHE_MAX = 10_000;
 
 /**
@@ -53,22 +54,18 @@ const CALLER_CACHE_MAX = 10_000;
  * Data scoping uses the caller, never ids from body or path.
  */
 export function bearerAuth(ctx: PlatformContext): RequestHandler {
-  const approved = new Map<string, { record: CallerRecord; until: number }>();
+  const approved = new LRUCache<string, CallerRecord>({ max: CALLER_CACHE_MAX, ttl: CALLER_CACHE_MS });
   // Requests arriving while an aggregator's lookup is in flight share it: when the remembered
   // registration expires under hundreds of requests a second, one query replaces one per request,
   // which would otherwise take every pooled connection while PostgreSQL is busy.
   const lookups = new Map<string, Promise<CallerRecord | undefined>>();
   const recordOf = (aggregatorId: string): Promise<CallerRecord | undefined> => {
     const known = approved.get(aggregatorId);
-    if (known && Date.now() < known.until) return Promise.resolve(known.record);
+    if (known) return Promise.resolve(known);
     let lookup = lookups.get(aggregatorId);
     if (!lookup) {
-      approved.delete(aggregatorId);
       lookup = lookupCaller(ctx, aggregatorId).then((record) => {
-        if (record && record.status === 'approved' && record.org_status === 'approved') {
-          if (approved.size >= CALLER_CACHE_MAX) approved.delete(approved.keys().next().value!);
-          approved.set(aggregatorId, { record, until: Date.now() + CALLER_CACHE_MS });
-        }
+        if (record && record.status === 'approved' && record.org_status === 'approved') approved.set(aggregatorId, record);
         return record;
       }).finally(() => lookups.delete(aggregatorId));
       lookups.set(aggregatorId, lookup);

@@ -15,6 +15,7 @@
  * ECDSA/RSA verification, not one per request (docs/decisions.md, "Voice campaigns").
  */
 import { randomUUID } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import {
   createLocalJWKSet, createRemoteJWKSet, decodeJwt, exportJWK, generateKeyPair, importJWK, importPKCS8,
   jwtVerify, SignJWT, type JSONWebKeySet, type JWK, type JWTVerifyGetKey,
@@ -52,7 +53,7 @@ export const ROLES = ['admin', 'operator', 'viewer'] as const;
 
 /** How long a verified token is remembered (never past its exp): bounds how long a key removed from an OIDC JWKS still verifies. */
 export const VERIFIED_TOKEN_TTL_MS = 60_000;
-/** At most this many verified tokens are remembered (the oldest are forgotten first). */
+/** At most this many verified tokens are remembered (the least recently used are forgotten first). */
 const VERIFIED_TOKENS_MAX = 10_000;
 
 export class TokenError extends Error {
@@ -123,22 +124,15 @@ export async function createTokenService(config: Config): Promise<TokenService> 
     .setJti(randomUUID())
     .sign(signingKey);
 
-  const verified = new Map<string, { token: VerifiedToken; until: number }>();
-  const remember = (token: string, result: VerifiedToken) => {
-    const exp = result.payload.exp as number;
-    if (verified.size >= VERIFIED_TOKENS_MAX) verified.delete(verified.keys().next().value!);
-    // Shared by every request that sends this token: frozen, so none can change what another sees.
-    verified.set(token, { token: deepFreeze(result), until: Math.min(exp * 1000, Date.now() + VERIFIED_TOKEN_TTL_MS) });
-  };
-
+  // Least recently used forgotten first; each entry lives until its token's exp, at most the TTL.
+  const verified = new LRUCache<string, VerifiedToken>({ max: VERIFIED_TOKENS_MAX });
   const verifyAny = async (token: string): Promise<VerifiedToken> => {
     const known = verified.get(token);
-    if (known) {
-      if (Date.now() < known.until) return known.token;
-      verified.delete(token);
-    }
+    if (known) return known;
     const result = await verifyUncached(token);
-    remember(token, result);
+    const ttl = Math.min((result.payload.exp as number) * 1000 - Date.now(), VERIFIED_TOKEN_TTL_MS);
+    // Shared by every request that sends this token: frozen, so none can change what another sees.
+    if (ttl > 0) verified.set(token, deepFreeze(result), { ttl });
     return result;
   };
 
