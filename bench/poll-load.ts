@@ -5,7 +5,8 @@
  * loadtest's constant rate — a request every 1/rate s on a free keep-alive connection (a new one
  * when all are busy), whether or not earlier answers have come, each latency from its scheduled
  * send (no coordinated omission) — and prints one JSON line: requests, rate achieved, non-2xx,
- * errors, latency p50/p95/p99/max in ms (exact percentiles over every answer).
+ * errors, latency p50/p95/p99/max in ms (exact percentiles over every answer), and a timeline: per
+ * second of scheduled send, the answers, p99 and max, to tell a few long stalls from a slow poll.
  */
 import { loadTest, type LoadTestOptions, type LoadTestResult } from 'loadtest';
 
@@ -23,6 +24,9 @@ function percentile(values: number[], p: number): number {
 
 const options = JSON.parse(process.argv[2]) as Options;
 const latencies: number[] = [];
+const started = Date.now();
+/** Latencies by the second (from the start) in which each request was scheduled. */
+const bySecond: number[][] = [];
 let non2xx = 0;
 let errors = 0;
 const result = await runLoadTest({
@@ -30,6 +34,8 @@ const result = await runLoadTest({
   statusCallback: (_error: unknown, answer?: { requestElapsed: number; statusCode: number }) => {
     if (!answer) { errors++; return; }
     latencies.push(answer.requestElapsed);
+    const second = Math.max(0, Math.floor((Date.now() - answer.requestElapsed - started) / 1000));
+    (bySecond[second] ??= []).push(answer.requestElapsed);
     if (answer.statusCode < 200 || answer.statusCode > 299) non2xx++;
   },
 });
@@ -37,4 +43,5 @@ process.stdout.write(`${JSON.stringify({
   target_rate: options.rate, seconds: options.seconds, requests: latencies.length + errors, rate_achieved: Math.round(result.rps),
   non_2xx: non2xx, errors,
   latency_ms: { p50: percentile(latencies, 50), p95: percentile(latencies, 95), p99: percentile(latencies, 99), max: percentile(latencies, 100) },
+  timeline: Array.from(bySecond, (values = [], second) => ({ second, answers: values.length, p99: percentile(values, 99), max: percentile(values, 100) })),
 })}\n`);

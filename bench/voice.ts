@@ -13,7 +13,8 @@
  * BENCH_POLL_SECONDS s while the job runs and for BENCH_POLL_AFTER_SECONDS (10) once it has
  * settled with the service's and PostgreSQL's CPU milliseconds per poll then, the load average. Environment: BENCH_ITEMS (default 100000), BENCH_POLL_RATE (500), BENCH_POLL_SECONDS
  * (30), BENCH_FAILURE_RATE (0.02), VOICE_CHUNK_ITEMS, VOICE_PROVIDER_BATCH_SIZE, WORKER_CONCURRENCY;
- * BENCH_PROFILE_DIR runs the aggregator service under `node --cpu-prof` writing its profile there.
+ * BENCH_PROFILE_DIR runs the aggregator service under `node --cpu-prof` writing its profile there;
+ * BENCH_PG_STATEMENTS=1 adds PostgreSQL's costliest statements until all items are final.
  * Prints the figures and writes bench/results/voice.json.
  */
 import { randomUUID } from 'node:crypto';
@@ -32,6 +33,7 @@ import { freePort } from '../lib/platform/free-port.ts';
 import { createLogger } from '../lib/platform/logger.ts';
 import { migrate } from '../lib/platform/migrate.ts';
 import { cpuSeconds, postgresCpuSeconds } from './cpu.ts';
+import { resetStatements, topStatements, withStatementStats } from './pg-statements.ts';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const RESULTS = path.join(repo, 'bench/results/voice.json');
@@ -95,7 +97,7 @@ async function main(): Promise<void> {
   await chmod(dataDir, 0o755);
   const loadStart = os.loadavg();
   const pgPort = await freePort();
-  const db = await startEmbeddedPostgres({ dataDir, port: pgPort });
+  const db = await withStatementStats(await startEmbeddedPostgres({ dataDir, port: pgPort }), dataDir);
   const aggregatorPort = await freePort();
   const providerPort = await freePort();
   const env: NodeJS.ProcessEnv = {
@@ -149,6 +151,7 @@ async function main(): Promise<void> {
       worker: (await cpuSeconds(worker.pid!)).own, service: (await cpuSeconds(service.child.pid!)).own,
       provider: (await cpuSeconds(provider.child.pid!)).own, postgres: await postgresCpuSeconds(db.dataDir), bench: process.cpuUsage().user / 1e6,
     });
+    await resetStatements(ctx.pool);
     const cpuBefore = await cpuOf();
     const started = Date.now();
     const created = await fetch(`${base}/v1/campaign/voice`, {
@@ -159,13 +162,18 @@ async function main(): Promise<void> {
     const createSeconds = (Date.now() - started) / 1000;
     const { job_id: jobId } = await created.json() as { job_id: string };
 
+    const pollStarted = Date.now();
     const polling = pollFor(`${base}/v1/campaign/voice/${jobId}`, auth, POLL_SECONDS);
+    /** The job's progress each second of the poll, to read beside the poll's timeline. */
+    const progress: { second: number; pending: number; resolved: number; submitted: number; final: number }[] = [];
     let rssSampled = 0;
     let finalAt = 0;
     let lastReport = 0;
     for (;;) {
       rssSampled = Math.max(rssSampled, (await rssMb(worker.pid!)).now);
       const { rows: [c] } = await ctx.pool.query('SELECT pending, resolved, submitted, sent, failed, total FROM aggregator.voice_jobs WHERE job_id = $1', [jobId]);
+      const second = Math.floor((Date.now() - pollStarted) / 1000);
+      if (second > (progress.at(-1)?.second ?? -1)) progress.push({ second, pending: c.pending, resolved: c.resolved, submitted: c.submitted, final: c.total - c.pending - c.resolved - c.submitted });
       if (c.pending + c.resolved + c.submitted === 0) {
         finalAt = Date.now();
         break;
@@ -178,6 +186,7 @@ async function main(): Promise<void> {
       await sleep(50);
     }
     const workerPeak = (await rssMb(worker.pid!)).peak;
+    const statements = await topStatements(ctx.pool, 15);
     const cpuAfter = await cpuOf();
     const cpu = Object.fromEntries(Object.entries(cpuAfter).map(([k, v]) => [k, Number((v - cpuBefore[k as keyof typeof cpuBefore]).toFixed(1))]));
     const during = await polling;
@@ -214,8 +223,10 @@ async function main(): Promise<void> {
       cpu_seconds_until_final: cpu,
       counts: { sent: job.sent, failed: job.failed, skipped_not_owned: job.skipped_not_owned, skipped_no_contact: job.skipped_no_contact, duplicate_active: job.duplicate_active },
       provider_calls: keys.length, provider_distinct_keys: new Set(keys).size,
-      poll_while_dispatching: { ...during, overlapped_dispatch_seconds: Number(Math.min(seconds - createSeconds, POLL_SECONDS).toFixed(1)) },
+      poll_while_dispatching: { ...during, overlapped_dispatch_seconds: Number(Math.min(seconds - createSeconds, POLL_SECONDS).toFixed(1)), job_progress: progress },
       poll_after_settled: settled,
+      /** BENCH_PG_STATEMENTS=1: PostgreSQL's costliest statements from create to all items final. */
+      postgres_statements_until_final: statements,
       targets: { items_per_second: 5000, poll_p99_ms: 50 },
     };
     await writeFile(RESULTS, `${JSON.stringify(results, null, 2)}\n`);

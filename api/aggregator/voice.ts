@@ -21,7 +21,7 @@ import { applyCallbacks } from '../../lib/aggregator/voice/dispatch.ts';
 import {
   COUNT_NAMES, createVoiceJob, listVoiceJobs, loadVoiceJob, pollVoiceJob, requestHash, toJobJson, VOICE_CHANNELS, type PolledJob,
 } from '../../lib/aggregator/voice/jobs.ts';
-import { providerCallbackSchema } from '../../lib/aggregator/voice/protocol.ts';
+import { parseCallKey, providerCallbackSchema } from '../../lib/aggregator/voice/protocol.ts';
 import { voiceProviderSecret } from '../../lib/aggregator/voice/provider.ts';
 import { SIGNATURE_HEADER, verifySignature } from '../../lib/aggregator/voice/signature.ts';
 import type { PlatformContext } from '../../lib/context.ts';
@@ -101,6 +101,18 @@ function taggedVersions(header: string | undefined): string[] {
  */
 const ANSWERED_PAGES = 64;
 
+/**
+ * When this process last applied provider callbacks to each job (`performance.now()` ms), per
+ * context: a page read begun before then is not reused, so the sender of a callback — and a
+ * poller of the same process — sees its effect at once.
+ */
+const callbacksApplied = new WeakMap<PlatformContext, LRUCache<string, number>>();
+const callbackTimes = (ctx: PlatformContext) => {
+  let times = callbacksApplied.get(ctx);
+  if (!times) callbacksApplied.set(ctx, (times = new LRUCache<string, number>({ max: 10_000 })));
+  return times;
+};
+
 function jobIdParam(req: Request, next: NextFunction): string | undefined {
   const id = String(req.params.job_id);
   if (!UUID.test(id)) {
@@ -127,6 +139,7 @@ export function voiceCallbackRoutes(ctx: PlatformContext): Router {
   const router = Router();
   let secret: Promise<string> | undefined;
   const log = ctx.logger.child({ component: 'voice-callbacks' });
+  const appliedAt = callbackTimes(ctx);
   let running = 0;
   const waiting: (() => void)[] = [];
   const acquire = async () => {
@@ -148,7 +161,13 @@ export function voiceCallbackRoutes(ctx: PlatformContext): Router {
     // connections free for the pollers instead of queueing on the job row.
     await acquire();
     try {
-      res.json(await applyCallbacks(ctx.pool, body.updates, log));
+      const applied = await applyCallbacks(ctx.pool, body.updates, log);
+      const now = performance.now();
+      for (const update of body.updates) {
+        const key = parseCallKey(update.idempotency_key);
+        if (key) appliedAt.set(key.jobId, now);
+      }
+      res.json(applied);
     } finally {
       release();
     }
@@ -191,28 +210,34 @@ export function voiceRoutes(ctx: PlatformContext): Router {
     res.json({ voice_jobs: jobs, page: page.page, limit: page.limit, total, has_more: page.page * page.limit < total });
   });
 
-  const answers = new LRUCache<string, { version: string; body: Buffer }>({ max: ANSWERED_PAGES });
-  // One read of a page at a time: requests for a page arriving while its read is in flight share
-  // that read (and its answer) instead of queueing reads of their own, so a page polled hundreds of
-  // times a second costs PostgreSQL one statement per read's duration, even when dispatch keeps
-  // PostgreSQL busy (docs/decisions.md, "Voice campaigns"). The price: an answer may come from a
-  // read begun up to one read's duration before the request (never one that had already answered).
-  const reads = new Map<string, Promise<{ polled: PolledJob | null; body?: Buffer }>>();
-  const readPage = (page: string, id: string, orgId: string, afterSeq: number, limit: number) => {
+  type Read = { polled: PolledJob | null; body?: Buffer };
+  // A page's last answer and when its read began (performance.now() ms).
+  const answers = new LRUCache<string, Read & { polled: PolledJob; body: Buffer; readAt: number }>({ max: ANSWERED_PAGES });
+  const appliedAt = callbackTimes(ctx);
+  const maxAge = ctx.config.VOICE_POLL_MAX_AGE_MS;
+  // A page read less than VOICE_POLL_MAX_AGE_MS ago, and before no callback this process applied
+  // to its job since, answers without PostgreSQL. Otherwise one read of a page at a time: requests
+  // for a page arriving while its read is in flight share that read (and its answer) instead of
+  // queueing reads of their own. So a page polled hundreds of times a second costs PostgreSQL a
+  // few statements a second, even when dispatch keeps it busy (docs/decisions.md, "Voice campaigns").
+  const reads = new Map<string, Promise<Read>>();
+  const readPage = (page: string, id: string, orgId: string, afterSeq: number, limit: number): Read | Promise<Read> => {
     const key = `${orgId}:${page}`;
+    const held = answers.get(page);
+    const now = performance.now();
+    if (held && held.polled.org_id === orgId && now - held.readAt < maxAge && held.readAt > (appliedAt.get(id) ?? -Infinity)) return held;
     let read = reads.get(key);
     if (!read) {
-      const held = answers.get(page);
       // The version of the answer held counts as known: the statement then skips the items.
-      read = pollVoiceJob(ctx.pool, id, { orgId, afterSeq, limit, knownVersions: held ? [held.version] : [] })
+      read = pollVoiceJob(ctx.pool, id, { orgId, afterSeq, limit, knownVersions: held ? [held.polled.version] : [] })
         .then((polled) => {
+          if (!polled) return { polled };
           // No page: the job is not the caller's voice job (answered below), or still at the version held.
-          if (!polled?.page) return { polled, body: held?.body };
-          const { job, items, nextSeq } = polled.page;
-          const body = Buffer.from(JSON.stringify({
-            ...toJobJson(job), items, items_limit: limit, items_next_cursor: nextSeq === null ? null : encodeCursor(nextSeq),
-          }));
-          answers.set(page, { version: polled.version, body });
+          const body = polled.page ? Buffer.from(JSON.stringify({
+            ...toJobJson(polled.page.job), items: polled.page.items, items_limit: limit,
+            items_next_cursor: polled.page.nextSeq === null ? null : encodeCursor(polled.page.nextSeq),
+          })) : held?.body;
+          if (body && polled.org_id === orgId && polled.channel === 'voice') answers.set(page, { polled: { ...polled, page: null }, body, readAt: now });
           return { polled, body };
         })
         .finally(() => reads.delete(key));

@@ -15,7 +15,9 @@ let agg: TestAggregator;
 let ids: string[];
 
 beforeAll(async () => {
-  platform = await startTestPlatform({ services: ['aggregator'], env: { VOICE_PROVIDER_SECRET: PROVIDER_SECRET, VOICE_CHUNK_ITEMS: '3' } });
+  // Ten seconds: within this file's tests a read answer is always reused (the expiry is exercised by the
+  // dispatch tests, whose polls must see the worker's moves).
+  platform = await startTestPlatform({ services: ['aggregator'], env: { VOICE_PROVIDER_SECRET: PROVIDER_SECRET, VOICE_CHUNK_ITEMS: '3', VOICE_POLL_MAX_AGE_MS: '10000' } });
   agg = await platform.aggregator({ types: ['seeker'] });
   ids = await seedSeekers(platform, agg, phones(7));
 });
@@ -167,7 +169,7 @@ describe('GET /v1/campaign/voice/{job_id}', () => {
     expect((await getVoiceJob(platform, agg.token, created.body.job_id)).headers.etag).toBe(etag);
   });
 
-  it('reuses an answer only while the job is unchanged, and only for its organisation', async () => {
+  it('reuses an answer for VOICE_POLL_MAX_AGE_MS and only for its organisation; a callback applied shows at once', async () => {
     const created = await createVoiceJob(platform, agg.token, voiceBody(ids));
     const jobId = created.body.job_id;
     const first = await getVoiceJob(platform, agg.token, jobId);
@@ -178,17 +180,27 @@ describe('GET /v1/campaign/voice/{job_id}', () => {
     const forbidden = await getVoiceJob(platform, stranger.token, jobId);
     expect(forbidden.status).toBe(403);
     expect(JSON.stringify(forbidden.body)).not.toContain(ids[0]);
-    // An item moved as the worker moves it (item and counters, version bumped, one transaction).
+    // An item submitted as the worker submits it (item and counters, version bumped, one transaction):
+    // within VOICE_POLL_MAX_AGE_MS the answer read before is reused.
     await platform.ctx.pool.query(`WITH moved AS (
-        UPDATE aggregator.voice_job_items SET status = 'skipped_not_owned', skip_reason = 'not_owned' WHERE job_id = $1 AND seq = 0 RETURNING job_id)
-      UPDATE aggregator.voice_jobs SET pending = pending - 1, skipped_not_owned = skipped_not_owned + 1, version = version + 1, updated_at = now()
+        UPDATE aggregator.voice_job_items SET status = 'submitted', provider_ref = 'vc_reuse' WHERE job_id = $1 AND seq = 0 RETURNING job_id)
+      UPDATE aggregator.voice_jobs SET pending = pending - 1, submitted = submitted + 1, version = version + 1, updated_at = now()
        WHERE job_id = (SELECT job_id FROM moved)`, [jobId]);
+    const reused = await getVoiceJob(platform, agg.token, jobId);
+    expect(reused.headers.etag).toBe(first.headers.etag);
+    expect(reused.body).toEqual(first.body);
+    // The provider's callback for it, applied by this process, shows in the next answer.
+    const body = JSON.stringify({ updates: [{ idempotency_key: `${jobId}:${ids[0]}`, provider_ref: 'vc_reuse', status: 'sent' }] });
+    const callback = await request(platform.url('aggregator')).post('/v1/campaign/voice/callbacks').set('content-type', 'application/json')
+      .set('x-voice-signature', signBody(PROVIDER_SECRET, body)).send(body);
+    expect(callback.body).toEqual({ accepted: 1, ignored: 0 });
     const changed = await getVoiceJob(platform, agg.token, jobId);
     expect(changed.status).toBe(200);
-    expect(changed.headers.etag).toBe(`"${Number(JSON.parse(first.headers.etag)) + 1}"`);
-    expect(changed.body).toMatchObject({ status: 'processing', counts: { pending: 6, skipped_not_owned: 1 } });
-    expect(changed.body.items[0]).toMatchObject({ item_id: ids[0], status: 'skipped_not_owned', skip_reason: 'not_owned' });
+    expect(changed.headers.etag).toBe(`"${Number(JSON.parse(first.headers.etag)) + 2}"`);
+    expect(changed.body).toMatchObject({ status: 'processing', counts: { pending: 6, submitted: 0, sent: 1 } });
+    expect(changed.body.items[0]).toMatchObject({ item_id: ids[0], status: 'sent', provider_ref: 'vc_reuse' });
     expect((await getVoiceJob(platform, agg.token, jobId).set('if-none-match', first.headers.etag)).status).toBe(200);
+    expect((await getVoiceJob(platform, stranger.token, jobId)).status).toBe(403);
   });
 
   it('answers 403 (shape C) for another organisation\'s job and for an export job, 404 for an unknown id', async () => {
