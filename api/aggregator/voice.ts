@@ -216,34 +216,41 @@ export function voiceRoutes(ctx: PlatformContext): Router {
   const appliedAt = callbackTimes(ctx);
   const maxAge = ctx.config.VOICE_POLL_MAX_AGE_MS;
   // A page read less than VOICE_POLL_MAX_AGE_MS ago, and before no callback this process applied
-  // to its job since, answers without PostgreSQL. Otherwise one read of a page at a time: requests
-  // for a page arriving while its read is in flight share that read (and its answer) instead of
-  // queueing reads of their own. So a page polled hundreds of times a second costs PostgreSQL a
-  // few statements a second, even when dispatch keeps it busy (docs/decisions.md, "Voice campaigns").
+  // to its job since, answers without PostgreSQL; past half that age a fresh read starts in the
+  // background, so a steadily polled page is read a few times a second and no poll waits for it.
+  // Otherwise one read of a page at a time: requests arriving while its read is in flight share
+  // that read (and its answer) instead of queueing reads of their own. So a page polled hundreds of
+  // times a second costs PostgreSQL a few statements a second, and a poll rarely waits on
+  // PostgreSQL while dispatch keeps it busy (docs/decisions.md, "Voice campaigns").
   const reads = new Map<string, Promise<Read>>();
+  const startRead = (key: string, page: string, id: string, orgId: string, afterSeq: number, limit: number, held: { polled: PolledJob; body: Buffer } | undefined) => {
+    const readAt = performance.now();
+    // The version of the answer held counts as known: the statement then skips the items.
+    const read = pollVoiceJob(ctx.pool, id, { orgId, afterSeq, limit, knownVersions: held ? [held.polled.version] : [] })
+      .then((polled): Read => {
+        if (!polled) return { polled };
+        // No page: the job is not the caller's voice job (answered below), or still at the version held.
+        const body = polled.page ? Buffer.from(JSON.stringify({
+          ...toJobJson(polled.page.job), items: polled.page.items, items_limit: limit,
+          items_next_cursor: polled.page.nextSeq === null ? null : encodeCursor(polled.page.nextSeq),
+        })) : held?.body;
+        if (body && polled.org_id === orgId && polled.channel === 'voice') answers.set(page, { polled: { ...polled, page: null }, body, readAt });
+        return { polled, body };
+      })
+      .finally(() => reads.delete(key));
+    reads.set(key, read);
+    return read;
+  };
   const readPage = (page: string, id: string, orgId: string, afterSeq: number, limit: number): Read | Promise<Read> => {
     const key = `${orgId}:${page}`;
     const held = answers.get(page);
-    const now = performance.now();
-    if (held && held.polled.org_id === orgId && now - held.readAt < maxAge && held.readAt > (appliedAt.get(id) ?? -Infinity)) return held;
-    let read = reads.get(key);
-    if (!read) {
-      // The version of the answer held counts as known: the statement then skips the items.
-      read = pollVoiceJob(ctx.pool, id, { orgId, afterSeq, limit, knownVersions: held ? [held.polled.version] : [] })
-        .then((polled) => {
-          if (!polled) return { polled };
-          // No page: the job is not the caller's voice job (answered below), or still at the version held.
-          const body = polled.page ? Buffer.from(JSON.stringify({
-            ...toJobJson(polled.page.job), items: polled.page.items, items_limit: limit,
-            items_next_cursor: polled.page.nextSeq === null ? null : encodeCursor(polled.page.nextSeq),
-          })) : held?.body;
-          if (body && polled.org_id === orgId && polled.channel === 'voice') answers.set(page, { polled: { ...polled, page: null }, body, readAt: now });
-          return { polled, body };
-        })
-        .finally(() => reads.delete(key));
-      reads.set(key, read);
+    const age = held ? performance.now() - held.readAt : Infinity;
+    if (held && held.polled.org_id === orgId && age < maxAge && held.readAt > (appliedAt.get(id) ?? -Infinity)) {
+      // A failed background read is not this request's: the next poll that needs a read reports it.
+      if (age >= maxAge / 2 && !reads.has(key)) startRead(key, page, id, orgId, afterSeq, limit, held).catch(() => undefined);
+      return held;
     }
-    return read;
+    return reads.get(key) ?? startRead(key, page, id, orgId, afterSeq, limit, held);
   };
   router.get('/campaign/voice/:job_id', async (req, res, next) => {
     const id = jobIdParam(req, next);

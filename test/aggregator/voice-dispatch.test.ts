@@ -100,13 +100,15 @@ describe('voice job dispatch through the worker and the local provider', () => {
     const held = await seedSeekers(platform, agg, ['+919800000177', '+919800000277']);
     const [fresh] = await seedSeekers(platform, agg, phones(1, 900));
     const first = await createVoiceJob(platform, agg.token, { item_ids: held, ...script });
-    const queuedTag = (await getVoiceJob(platform, agg.token, first.body.job_id)).headers.etag;
+    // The page waitForVoiceJob polls (items_limit 1000): its answers show the worker's moves within VOICE_POLL_MAX_AGE_MS.
+    const page = { items_limit: 1000 };
+    const queuedTag = (await getVoiceJob(platform, agg.token, first.body.job_id, page)).headers.etag;
     const active = await waitForVoiceJob(platform, agg.token, first.body.job_id, (j) => j.counts.submitted === 2);
     expect(active.status).toBe('processing');
     expect(active.items.map((i: any) => i.status)).toEqual(['submitted', 'submitted']);
-    const activeTag = (await getVoiceJob(platform, agg.token, first.body.job_id)).headers.etag;
+    const activeTag = (await getVoiceJob(platform, agg.token, first.body.job_id, page)).headers.etag;
     expect(activeTag).not.toBe(queuedTag);
-    expect((await getVoiceJob(platform, agg.token, first.body.job_id).set('if-none-match', activeTag)).status).toBe(304);
+    expect((await getVoiceJob(platform, agg.token, first.body.job_id, page).set('if-none-match', activeTag)).status).toBe(304);
 
     const second = await createVoiceJob(platform, agg.token, { item_ids: [...held, fresh], ...script });
     const other = await waitForVoiceJob(platform, agg.token, second.body.job_id);
