@@ -43,5 +43,7 @@ process.stdout.write(`${JSON.stringify({
   target_rate: options.rate, seconds: options.seconds, requests: latencies.length + errors, rate_achieved: Math.round(result.rps),
   non_2xx: non2xx, errors,
   latency_ms: { p50: percentile(latencies, 50), p95: percentile(latencies, 95), p99: percentile(latencies, 99), max: percentile(latencies, 100) },
+  /** This load generator's own CPU seconds (it shares the machine with what it measures). */
+  cpu_seconds: Number(((process.cpuUsage().user + process.cpuUsage().system) / 1e6).toFixed(1)),
   timeline: Array.from(bySecond, (values = [], second) => ({ second, answers: values.length, p99: percentile(values, 99), max: percentile(values, 100) })),
 })}\n`);

@@ -92,6 +92,35 @@ async function pollFor(url: string, headers: Record<string, string>, seconds: nu
   return JSON.parse(out) as { target_rate: number; seconds: number; requests: number; rate_achieved: number; non_2xx: number; errors: number; latency_ms: Record<string, number> };
 }
 
+/**
+ * What the aggregator's own `/metrics` says of the polls so far: how many answered within each
+ * `http_request_duration_seconds` bound (from the request's arrival to its response, so the time
+ * spent waiting for the process to be scheduled or in the network is not in it), and its event
+ * loop's largest delay since the last scrape (prom-client resets it on every scrape).
+ */
+async function serviceSideOfPolls(base: string): Promise<{ within: Record<string, number>; eventLoopLagMaxMs: number }> {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const within: Record<string, number> = {};
+  for (const m of text.matchAll(/^http_request_duration_seconds_bucket\{([^}]*)\} (\d+)$/gm)) {
+    if (!m[1].includes('route="/v1/campaign/voice/:job_id"') || !m[1].includes('method="GET"')) continue;
+    const le = /le="([^"]+)"/.exec(m[1])![1];
+    within[le] = (within[le] ?? 0) + Number(m[2]);
+  }
+  const lag = /^nodejs_eventloop_lag_max_seconds(?:\{[^}]*\})? ([\d.e+-]+)$/m.exec(text);
+  return { within, eventLoopLagMaxMs: lag ? Math.round(Number(lag[1]) * 1000) : NaN };
+}
+
+/** The service-side figures of the polls between two `serviceSideOfPolls` readings: answers, share within 50 ms, and the share per bound. */
+function serviceSideBetween(before: { within: Record<string, number> }, after: { within: Record<string, number>; eventLoopLagMaxMs: number }) {
+  const counts = Object.fromEntries(Object.entries(after.within).map(([le, n]) => [le, n - (before.within[le] ?? 0)]));
+  const total = counts['+Inf'] ?? 0;
+  return {
+    answers: total,
+    share_within_ms: Object.fromEntries(Object.entries(counts).filter(([le]) => le !== '+Inf').map(([le, n]) => [Number(le) * 1000, Number((n / total).toFixed(4))])),
+    event_loop_lag_max_ms: after.eventLoopLagMaxMs,
+  };
+}
+
 async function main(): Promise<void> {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'ldp-bench-voice-'));
   await chmod(dataDir, 0o755);
@@ -162,6 +191,7 @@ async function main(): Promise<void> {
     const createSeconds = (Date.now() - started) / 1000;
     const { job_id: jobId } = await created.json() as { job_id: string };
 
+    const sideBefore = await serviceSideOfPolls(base);
     const pollStarted = Date.now();
     const polling = pollFor(`${base}/v1/campaign/voice/${jobId}`, auth, POLL_SECONDS);
     /** The job's progress each second of the poll, to read beside the poll's timeline. */
@@ -189,7 +219,7 @@ async function main(): Promise<void> {
     const statements = await topStatements(ctx.pool, 15);
     const cpuAfter = await cpuOf();
     const cpu = Object.fromEntries(Object.entries(cpuAfter).map(([k, v]) => [k, Number((v - cpuBefore[k as keyof typeof cpuBefore]).toFixed(1))]));
-    const during = await polling;
+    const during = { ...await polling, service_side: serviceSideBetween(sideBefore, await serviceSideOfPolls(base)) };
     // The same poll once the job has settled: what the poll path costs without the dispatch beside it.
     // Its CPU per request (the service's and PostgreSQL's, from /proc) is the figure that holds on a
     // machine shared with other work, where latencies do not.

@@ -41,8 +41,9 @@ const bearerChallenge = (error?: string) => ({ 'WWW-Authenticate': error ? `Bear
 /**
  * How long `bearerAuth` reuses an aggregator's approved registration (status, organisation, types)
  * read from the database: a suspension or a change of types reaches a process's bearer requests
- * within this window. It spares a poller at hundreds of requests a second one query per request
- * (docs/decisions.md, "Voice campaigns"); refusals are never reused.
+ * within this window (a read begun longer ago is never used). It spares a poller at hundreds of
+ * requests a second one query per request (docs/decisions.md, "Voice campaigns"); refusals are
+ * never reused.
  */
 export const CALLER_CACHE_MS = 1000;
 /** At most this many aggregators' registrations are remembered per process (the least recently used forgotten first). */
@@ -54,23 +55,34 @@ const CALLER_CACHE_MAX = 10_000;
  * Data scoping uses the caller, never ids from body or path.
  */
 export function bearerAuth(ctx: PlatformContext): RequestHandler {
-  const approved = new LRUCache<string, CallerRecord>({ max: CALLER_CACHE_MAX, ttl: CALLER_CACHE_MS });
+  // An approved registration and when its read began (performance.now() ms).
+  const approved = new LRUCache<string, { record: CallerRecord; readAt: number }>({ max: CALLER_CACHE_MAX });
   // Requests arriving while an aggregator's lookup is in flight share it: when the remembered
   // registration expires under hundreds of requests a second, one query replaces one per request,
   // which would otherwise take every pooled connection while PostgreSQL is busy.
   const lookups = new Map<string, Promise<CallerRecord | undefined>>();
-  const recordOf = (aggregatorId: string): Promise<CallerRecord | undefined> => {
-    const known = approved.get(aggregatorId);
-    if (known) return Promise.resolve(known);
+  const lookUp = (aggregatorId: string): Promise<CallerRecord | undefined> => {
     let lookup = lookups.get(aggregatorId);
     if (!lookup) {
+      const readAt = performance.now();
       lookup = lookupCaller(ctx, aggregatorId).then((record) => {
-        if (record && record.status === 'approved' && record.org_status === 'approved') approved.set(aggregatorId, record);
+        if (record && record.status === 'approved' && record.org_status === 'approved') approved.set(aggregatorId, { record, readAt });
+        else approved.delete(aggregatorId);
         return record;
       }).finally(() => lookups.delete(aggregatorId));
       lookups.set(aggregatorId, lookup);
     }
     return lookup;
+  };
+  // A registration read less than CALLER_CACHE_MS ago is used; past half that age it is read again
+  // in the background, so a steady caller never waits for the lookup.
+  const recordOf = (aggregatorId: string): CallerRecord | Promise<CallerRecord | undefined> => {
+    const held = approved.get(aggregatorId);
+    const age = held ? performance.now() - held.readAt : Infinity;
+    if (!held || age >= CALLER_CACHE_MS) return lookUp(aggregatorId);
+    // A failed background lookup is not this request's: the next one that must wait reports it.
+    if (age >= CALLER_CACHE_MS / 2 && !lookups.has(aggregatorId)) lookUp(aggregatorId).catch(() => undefined);
+    return held.record;
   };
   return async (req, res, next) => {
     const match = /^Bearer\s+(\S+)\s*$/i.exec(req.header('authorization') ?? '');
