@@ -56,7 +56,7 @@ export interface SearchEngine {
   network: Network;
   backend: VectorBackendName;
   provider: EmbeddingProvider;
-  /** Runs `fn` in one transaction on one connection. */
+  /** Runs `fn` on one connection (in a transaction where the backend needs one: pgvector's settings). */
   transaction<T>(fn: (db: SqlRunner) => Promise<T>): Promise<T>;
   /** The embedding of a query text (cached). */
   embedText(text: string): Promise<Float32Array>;
