@@ -265,15 +265,17 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
      * exact similarities, at least `minSimilarity` when given. `ids`: the rows passing `conds` when
      * they were read already, which the exact path then ranks. `margin`: candidates asked of the
      * index beyond `k` and ranked exactly with them, so that rows its approximate order puts just
-     * below the page can still enter it.
+     * below the page can still enter it. `flag`: a condition returned with each row (Neighbour.flag).
      */
-    const nearest = async (vector: Float32Array, k: number, conds: Cond[], known: number | undefined, options: { ids?: string[]; minSimilarity?: number; margin?: number } = {}): Promise<Neighbour[]> => {
-      const { ids, minSimilarity, margin = 0 } = options;
+    const nearest = async (vector: Float32Array, k: number, conds: Cond[], known: number | undefined,
+      options: { ids?: string[]; minSimilarity?: number; margin?: number; flag?: Cond } = {}): Promise<Neighbour[]> => {
+      const { ids, minSimilarity, margin = 0, flag } = options;
+      const withFlag = (f: CandidateFilter): CandidateFilter => (flag ? { ...f, flag: flag((v) => `$${f.params.push(v)}`) } : f);
       if (index && (known === undefined || known > exactMax)) {
-        const { found, complete } = await index.search(db, vector, k + margin, filterOf(conds), minSimilarity);
+        const { found, complete } = await index.search(db, vector, k + margin, withFlag(filterOf(conds)), minSimilarity);
         if (complete || found.length >= (known === undefined ? k : Math.min(k, known))) return found.slice(0, k);
       }
-      const exact = await exactNearest(db, vector, k, filterOf(ids ? byIds(ids, conds.includes(sameModel)) : conds));
+      const exact = await exactNearest(db, vector, k, withFlag(filterOf(ids ? byIds(ids, conds.includes(sameModel)) : conds)));
       return minSimilarity === undefined ? exact : exact.filter((n) => n.similarity >= minSimilarity);
     };
 
@@ -302,10 +304,17 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
       const textScope: Cond = (p) => `i.item_network = ${p(context.networkId)} AND i.item_domain = ${p(context.domain)}
         AND i.item_type = ${p(context.itemType)} AND i.lifecycle_status = 'live'`;
       const scope = await countRows(db, [textScope, sameModel], exactMax);
+      // Without filters, places or anchor every similar item passes the request's conditions: which
+      // are lexical matches comes with them (`flag`) rather than from a statement of its own.
+      const textOnly = !anchor && !filters.length && !spatial.length;
       const similar = await nearest(textVector, VECTOR_MATCH_LIMIT, [textScope, sameModel], scope.estimated ? undefined : scope.n,
-        { minSimilarity: provider.textThreshold });
+        { minSimilarity: provider.textThreshold, ...(textOnly ? { flag: lexical } : {}) });
       const ids = similar.map((n) => n.item_id);
-      if (ids.length) {
+      if (ids.length && textOnly) {
+        vectorMatches = similar;
+        similarNotLexical = similar.filter((n) => !n.flag).length;
+        textMatch = (p) => `(${lexical!(p)}) OR i.item_id = ANY(${p(ids)}::uuid[])`;
+      } else if (ids.length) {
         const f = filterOf([...base, (p) => `i.item_id = ANY(${p(ids)}::uuid[])`]);
         const { rows } = await db.query<{ item_id: string; lexical: boolean }>(
           `SELECT i.item_id::text AS item_id, ${lexical((v) => `$${f.params.push(v)}`)} AS lexical FROM search.items i WHERE ${f.where}`, f.params);

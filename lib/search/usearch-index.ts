@@ -27,7 +27,7 @@ import type { Pool } from '../platform/db.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ModelVersion } from './embeddings/index.ts';
 import { decodeHalf } from './half.ts';
-import { byRank, NEIGHBOUR_COLUMNS, rankRows, SIMILARITY_MARGIN, type IndexAnswer, type Neighbour, type VectorIndex } from './vector-index.ts';
+import { byRank, neighbourColumns, rankRows, SIMILARITY_MARGIN, type IndexAnswer, type Neighbour, type VectorIndex } from './vector-index.ts';
 import { dims, type SqlRunner } from './vector-backend.ts';
 
 export const CATCH_UP_MS = 500;
@@ -361,7 +361,7 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
         while (checked < usable && passed.length < k) {
           const end = Math.min(usable, checked + (checked ? Math.max(MIN_STEP, Math.ceil(((k - passed.length) * 1.5 * checked) / Math.max(passed.length, 1))) : k + FIRST_SLACK));
           const { rows } = await db.query<{ item_id: string; t: string; e: unknown }>(
-            `SELECT ${NEIGHBOUR_COLUMNS} FROM search.items i WHERE i.ann_key = ANY(${keyParam}::bigint[]) AND ${filter.where}`,
+            `SELECT ${neighbourColumns(filter)} FROM search.items i WHERE i.ann_key = ANY(${keyParam}::bigint[]) AND ${filter.where}`,
             [...filter.params, keyStrings(found.keys, checked, end)]);
           passed.push(...rankRows(vector, rows).filter((n) => minSimilarity === undefined || n.similarity >= minSimilarity));
           checked = end;

@@ -18,6 +18,8 @@ export interface Neighbour {
   item_id: string;
   similarity: number;
   t: number;
+  /** The filter's `flag` for this row, when it has one. */
+  flag?: boolean;
 }
 
 /**
@@ -27,6 +29,11 @@ export interface Neighbour {
 export interface CandidateFilter {
   where: string;
   params: unknown[];
+  /**
+   * A boolean SQL expression over `i` (with these params) returned with each candidate as
+   * `flag`, so that a caller learns it from the same statement (e.g. which are lexical matches).
+   */
+  flag?: string;
 }
 
 /** What `VectorIndex.search` found. */
@@ -85,12 +92,17 @@ export function byRank(a: Neighbour, b: Neighbour): number {
 /** Columns a neighbour needs (row alias `i`): `e` the stored embedding as big-endian binary16 (lib/search/half.ts). */
 export const NEIGHBOUR_COLUMNS = `i.item_id::text AS item_id, (extract(epoch FROM i.created_at) * 1000000)::int8 AS t, search.embedding_f16(i.embedding) AS e`;
 
+/** NEIGHBOUR_COLUMNS and the filter's `flag`, if any. */
+export const neighbourColumns = (filter: CandidateFilter) => (filter.flag ? `${NEIGHBOUR_COLUMNS}, (${filter.flag}) AS flag` : NEIGHBOUR_COLUMNS);
+
 /**
- * Neighbours from rows of NEIGHBOUR_COLUMNS: exact similarities, ordered by rank. The cosine, not
+ * Neighbours from rows of NEIGHBOUR_COLUMNS (and `flag`): exact similarities, ordered by rank. The cosine, not
  * the dot product: stored vectors are unit length only to half precision (~1e-4).
  */
-export function rankRows(vector: Float32Array, rows: { item_id: string; t: string | number | bigint; e: unknown }[]): Neighbour[] {
-  return rows.map((r) => ({ item_id: r.item_id, t: Number(r.t), similarity: cosineSimilarity(vector, decodeHalf(bytesOf(r.e))) })).sort(byRank);
+export function rankRows(vector: Float32Array, rows: { item_id: string; t: string | number | bigint; e: unknown; flag?: boolean }[]): Neighbour[] {
+  return rows.map((r) => ({
+    item_id: r.item_id, t: Number(r.t), similarity: cosineSimilarity(vector, decodeHalf(bytesOf(r.e))), ...(r.flag !== undefined ? { flag: r.flag } : {}),
+  })).sort(byRank);
 }
 
 /**
@@ -99,7 +111,7 @@ export function rankRows(vector: Float32Array, rows: { item_id: string; t: strin
  * plus the transfer), so callers use it when the filter leaves few rows.
  */
 export async function exactNearest(db: SqlRunner, vector: Float32Array, k: number, filter: CandidateFilter): Promise<Neighbour[]> {
-  const { rows } = await db.query(`SELECT ${NEIGHBOUR_COLUMNS} FROM search.items i WHERE ${filter.where}`, filter.params);
+  const { rows } = await db.query(`SELECT ${neighbourColumns(filter)} FROM search.items i WHERE ${filter.where}`, filter.params);
   return rankRows(vector, rows).slice(0, k);
 }
 
@@ -122,7 +134,7 @@ export function pgvectorIndex(dimensions: number, settings: (depth: number) => s
       const q = `$${filter.params.length + 1}`;
       const distance = `(i.embedding::halfvec(${dimensions}) <=> ${q}::real[]::halfvec(${dimensions}))`;
       const { rows } = await db.query<{ item_id: string; t: string; e: unknown; d: number }>(
-        `SELECT ${NEIGHBOUR_COLUMNS}, ${distance} AS d FROM search.items i WHERE ${filter.where}
+        `SELECT ${neighbourColumns(filter)}, ${distance} AS d FROM search.items i WHERE ${filter.where}
           ORDER BY ${distance} LIMIT $${filter.params.length + 2}`,
         [...filter.params, Array.from(vector), k]);
       // Rows come by distance: one below the margin means every later row is too.
