@@ -3,8 +3,9 @@
  * process, for PostgreSQL servers without pgvector (the embedded default). PostgreSQL stays the
  * source of truth; this process keeps a copy:
  * - file: DATA_DIR/search-index/<model>.usearch with a .json beside it (database epoch, model
- *   version, change cursor). Loaded at start when it belongs to this database and model version
- *   and loads whole; otherwise (missing, corrupt, another model or dimension count) it is rebuilt
+ *   version, scalar kind, change cursor). Loaded at start when it belongs to this database, model
+ *   version and SCALAR and loads whole; otherwise (missing, corrupt, another model, dimension count
+ *   or scalar kind) it is rebuilt
  *   from search.items in the background. Until an index is complete, `ready()` is false and
  *   searches take the exact path (logged once per state change): a half-built index never answers.
  * - catch-up: every CATCH_UP_MS the rows written since the cursor (search.items.change_seq) are
