@@ -1,4 +1,4 @@
-/** PostgreSQL access: one pg Pool per process and a transaction helper. */
+/** PostgreSQL access: one pg Pool per process, a transaction helper and a one-client helper. */
 import pg from 'pg';
 
 export type Pool = pg.Pool;
@@ -17,6 +17,19 @@ export function createPool(connectionString: string, max = 10): pg.Pool {
   pool.on('error', () => {});
   pool.on('connect', (client) => client.on('error', () => {}));
   return pool;
+}
+
+/**
+ * Runs `fn` on one client, outside a transaction (each statement commits alone): for reads that
+ * need one connection but no transaction, whose BEGIN and COMMIT would cost two round trips.
+ */
+export async function withClient<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    return await fn(client);
+  } finally {
+    client.release();
+  }
 }
 
 /**

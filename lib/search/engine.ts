@@ -5,7 +5,7 @@
  * `startVectorIndex` — so a worker sharing the process keeps no copy), and a cache of query-text
  * embeddings. Built on first use per platform context.
  */
-import { withTransaction, type Pool } from '../platform/db.ts';
+import { withClient, withTransaction, type Pool } from '../platform/db.ts';
 import type { Metrics } from '../platform/metrics.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { EmbeddingProvider } from './embeddings/index.ts';
@@ -91,7 +91,11 @@ export function searchEngine(ctx: SearchEngineDeps): Promise<Engine> {
       const provider = await ctx.embeddings();
       const backend = await readVectorBackend(ctx.pool);
       await ensureVectorIndex(ctx.pool, backend, provider.version);
-      return createSearchEngine({ network: ctx.network, backend, provider, logger: ctx.logger, transaction: (fn) => withTransaction(ctx.pool, fn) });
+      // A search only reads: under READ COMMITTED each statement takes its own snapshot inside a
+      // transaction too, so BEGIN and COMMIT would be two round trips for nothing — except for
+      // pgvector, whose HNSW settings are transaction-local (hnswSettings).
+      const transaction = <T>(fn: (db: SqlRunner) => Promise<T>) => (backend === 'pgvector' ? withTransaction(ctx.pool, fn) : withClient(ctx.pool, fn));
+      return createSearchEngine({ network: ctx.network, backend, provider, logger: ctx.logger, transaction });
     })();
     engine.catch(() => engines.delete(ctx));
     engines.set(ctx, engine);

@@ -33,7 +33,7 @@ import { boundingBox, fromCoordinates, type GeoPoint } from '../network/geo.ts';
 import { DEFAULT_LIMIT, DEFAULT_VERSION, SearchError, type SearchBody, type SortOrder } from './request.ts';
 import { decodeHalf } from './half.ts';
 import { sameModelSql, type SqlRunner, type VectorBackendName } from './vector-backend.ts';
-import { bytesOf, exactNearest, refine, type CandidateFilter, type Neighbour, type VectorIndex } from './vector-index.ts';
+import { bytesOf, exactNearest, type CandidateFilter, type Neighbour, type VectorIndex } from './vector-index.ts';
 
 /** Nearest neighbours of a text's embedding that can match it by similarity (see the file's rules). */
 export const VECTOR_MATCH_LIMIT = 200;
@@ -46,8 +46,8 @@ export const COLLECT_MAX = 10_000;
 /** Candidate sets of at most this many rows are ranked exactly rather than through the index. */
 export const EXACT_MAX_ROWS = 1000;
 /**
- * Rows beyond the page whose similarity is recomputed exactly before ranking: f16 index distances
- * reorder the many near-equal texts of real data (recall@20 0.89 with 10 on the PMGSY file).
+ * Candidates asked of the vector index beyond the page, ranked exactly with it: approximate index
+ * distances reorder the many near-equal texts of real data (recall@20 0.89 with 10 on the PMGSY file).
  */
 const REFINE_MARGIN = 100;
 
@@ -56,7 +56,7 @@ export interface SearchEngine {
   network: Network;
   backend: VectorBackendName;
   provider: EmbeddingProvider;
-  /** Runs `fn` in one transaction on one connection. */
+  /** Runs `fn` on one connection (in a transaction where the backend needs one: pgvector's settings). */
   transaction<T>(fn: (db: SqlRunner) => Promise<T>): Promise<T>;
   /** The embedding of a query text (cached). */
   embedText(text: string): Promise<Float32Array>;
@@ -261,17 +261,22 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
     const base = relevance && ranking ? comparable : [scope];
 
     /**
-     * The `k` nearest rows to `vector` passing `conds` (`known`: how many pass, when counted); the
-     * first `exactTop` of them ranked by exact similarity (the index's are approximate). `ids`:
-     * the rows passing `conds` when they were read already, which the exact path then ranks.
+     * The `k` nearest rows to `vector` passing `conds` (`known`: how many pass, when counted), with
+     * exact similarities, at least `minSimilarity` when given. `ids`: the rows passing `conds` when
+     * they were read already, which the exact path then ranks. `margin`: candidates asked of the
+     * index beyond `k` and ranked exactly with them, so that rows its approximate order puts just
+     * below the page can still enter it. `flag`: a condition returned with each row (Neighbour.flag).
      */
-    const nearest = async (vector: Float32Array, k: number, conds: Cond[], known: number | undefined, exactTop: number, ids?: string[]): Promise<Neighbour[]> => {
+    const nearest = async (vector: Float32Array, k: number, conds: Cond[], known: number | undefined,
+      options: { ids?: string[]; minSimilarity?: number; margin?: number; flag?: Cond } = {}): Promise<Neighbour[]> => {
+      const { ids, minSimilarity, margin = 0, flag } = options;
+      const withFlag = (f: CandidateFilter): CandidateFilter => (flag ? { ...f, flag: flag((v) => `$${f.params.push(v)}`) } : f);
       if (index && (known === undefined || known > exactMax)) {
-        // A margin beyond k, so that the exact re-ranking can bring in what f16 distances put just below.
-        const found = await index.search(db, vector, exactTop ? k + REFINE_MARGIN : k, filterOf(conds));
-        if (found.length >= (known === undefined ? k : Math.min(k, known))) return (await refine(db, vector, found, exactTop + REFINE_MARGIN)).slice(0, k);
+        const { found, complete } = await index.search(db, vector, k + margin, withFlag(filterOf(conds)), minSimilarity);
+        if (complete || found.length >= (known === undefined ? k : Math.min(k, known))) return found.slice(0, k);
       }
-      return exactNearest(db, vector, k, filterOf(ids ? byIds(ids, conds.includes(sameModel)) : conds));
+      const exact = await exactNearest(db, vector, k, withFlag(filterOf(ids ? byIds(ids, conds.includes(sameModel)) : conds)));
+      return minSimilarity === undefined ? exact : exact.filter((n) => n.similarity >= minSimilarity);
     };
 
     // Text: the lexical condition (full-text index), and the text's nearest neighbours in the scope
@@ -299,10 +304,17 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
       const textScope: Cond = (p) => `i.item_network = ${p(context.networkId)} AND i.item_domain = ${p(context.domain)}
         AND i.item_type = ${p(context.itemType)} AND i.lifecycle_status = 'live'`;
       const scope = await countRows(db, [textScope, sameModel], exactMax);
-      const similar = (await nearest(textVector, VECTOR_MATCH_LIMIT, [textScope, sameModel], scope.estimated ? undefined : scope.n, 0))
-        .filter((n) => n.similarity >= provider.textThreshold);
+      // Without filters, places or anchor every similar item passes the request's conditions: which
+      // are lexical matches comes with them (`flag`) rather than from a statement of its own.
+      const textOnly = !anchor && !filters.length && !spatial.length;
+      const similar = await nearest(textVector, VECTOR_MATCH_LIMIT, [textScope, sameModel], scope.estimated ? undefined : scope.n,
+        { minSimilarity: provider.textThreshold, ...(textOnly ? { flag: lexical } : {}) });
       const ids = similar.map((n) => n.item_id);
-      if (ids.length) {
+      if (ids.length && textOnly) {
+        vectorMatches = similar;
+        similarNotLexical = similar.filter((n) => !n.flag).length;
+        textMatch = (p) => `(${lexical!(p)}) OR i.item_id = ANY(${p(ids)}::uuid[])`;
+      } else if (ids.length) {
         const f = filterOf([...base, (p) => `i.item_id = ANY(${p(ids)}::uuid[])`]);
         const { rows } = await db.query<{ item_id: string; lexical: boolean }>(
           `SELECT i.item_id::text AS item_id, ${lexical((v) => `$${f.params.push(v)}`)} AS lexical FROM search.items i WHERE ${f.where}`, f.params);
@@ -330,8 +342,7 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
       if (relevance && ranking) {
         const known = estimated ? undefined : total;
         // The similar items rank first (any other match is less similar, or it would be among them).
-        const ranked = fromSimilar ? await refine(db, ranking, vectorMatches, depth + REFINE_MARGIN)
-          : await nearest(ranking, depth, matching, known, depth, matchIds);
+        const ranked = fromSimilar ? vectorMatches : await nearest(ranking, depth, matching, known, { ids: matchIds, margin: REFINE_MARGIN });
         page = ranked.slice(offset, depth).map((n) => ({ item_id: n.item_id, score: n.similarity }));
       } else {
         const f = filterOf(matchIds ? byIds(matchIds, false) : matching);

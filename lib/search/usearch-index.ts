@@ -1,10 +1,11 @@
 /**
- * The in-process vector index (usearch HNSW, cosine, f16 vectors, connectivity 16) of one search
+ * The in-process vector index (usearch HNSW, cosine, bf16 vectors, connectivity 16) of one search
  * process, for PostgreSQL servers without pgvector (the embedded default). PostgreSQL stays the
  * source of truth; this process keeps a copy:
  * - file: DATA_DIR/search-index/<model>.usearch with a .json beside it (database epoch, model
- *   version, change cursor). Loaded at start when it belongs to this database and model version
- *   and loads whole; otherwise (missing, corrupt, another model or dimension count) it is rebuilt
+ *   version, scalar kind, change cursor). Loaded at start when it belongs to this database, model
+ *   version and SCALAR and loads whole; otherwise (missing, corrupt, another model, dimension count
+ *   or scalar kind) it is rebuilt
  *   from search.items in the background. Until an index is complete, `ready()` is false and
  *   searches take the exact path (logged once per state change): a half-built index never answers.
  * - catch-up: every CATCH_UP_MS the rows written since the cursor (search.items.change_seq) are
@@ -27,7 +28,7 @@ import type { Pool } from '../platform/db.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ModelVersion } from './embeddings/index.ts';
 import { decodeHalf } from './half.ts';
-import { byRank, CANDIDATE_COLUMNS, type Neighbour, type VectorIndex } from './vector-index.ts';
+import { byRank, neighbourColumns, rankRows, SIMILARITY_MARGIN, type IndexAnswer, type Neighbour, type VectorIndex } from './vector-index.ts';
 import { dims, type SqlRunner } from './vector-backend.ts';
 
 export const CATCH_UP_MS = 500;
@@ -38,10 +39,18 @@ const READ_BATCH = 2000;
 /** Candidates asked of the graph at least (its search keeps HNSW.expansion_search), and the most it is ever asked for. */
 const MIN_CANDIDATES = 100;
 const MAX_CANDIDATES = 20_000;
+/**
+ * Candidates checked beyond k by the first statement (a few rows fail even the usual filter, e.g.
+ * the anchor itself), and the fewest checked by a further statement when those did not fill the page.
+ */
+const FIRST_SLACK = 10;
+const MIN_STEP = 50;
 
 interface FileMeta {
   epoch: string;
   model: ModelVersion;
+  /** The index's scalar kind (SCALAR); absent in files of earlier versions (f16), which are rebuilt. */
+  scalar?: string;
   cursor: number;
   size: number;
   /** SHA-256 (hex) of the index file: checked before the file reaches the native loader. */
@@ -81,7 +90,14 @@ export interface UsearchIndexDeps {
  * near-identical, so the exact top 20 sits among hundreds of near-ties).
  */
 export const HNSW = { connectivity: 16, expansion_add: 128, expansion_search: 1600 };
-const newIndex = (dimensions: number) => new Index({ metric: 'cos', dimensions, quantization: 'f16', ...HNSW } as never);
+/**
+ * Scalar kind of the graph's vectors. bf16: this CPU family (AVX-512 BF16, no FP16) computes bf16
+ * cosines natively, f16 through conversions; graph distances only choose candidates (their exact
+ * similarities come from the stored binary16 vectors), so bf16's 8-bit mantissa costs no recall
+ * (docs/decisions.md "Search at scale"). Kept in the file's metadata: a file of another kind is rebuilt.
+ */
+export const SCALAR = 'bf16';
+const newIndex = (dimensions: number) => new Index({ metric: 'cos', dimensions, quantization: SCALAR, ...HNSW } as never);
 
 /** Keys of usearch results (uint64) as the strings PostgreSQL takes for bigint[]. */
 const keyStrings = (keys: BigUint64Array, from: number, to: number) => Array.from(keys.subarray(from, to), String);
@@ -148,7 +164,8 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
       const meta = JSON.parse(await readFile(metaFile, 'utf8')) as FileMeta;
       const why = meta.epoch !== epoch ? 'built for another database'
         : meta.model?.model_id !== version.model_id || meta.model?.quantization !== version.quantization || meta.model?.dimensions !== dimensions
-          ? 'built for another model version' : undefined;
+          ? 'built for another model version'
+          : meta.scalar !== SCALAR ? `built with ${meta.scalar ?? 'f16'} scalars, not ${SCALAR}` : undefined;
       if (why) {
         log.warn({ file }, `vector index file ${why}: rebuilding`);
         return false;
@@ -172,7 +189,7 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
     if (!index) return;
     await mkdir(dir, { recursive: true });
     const tmp = `${file}.tmp`;
-    const meta: Omit<FileMeta, 'sha256'> = { epoch, model: version, cursor, size: index.size() };
+    const meta: Omit<FileMeta, 'sha256'> = { epoch, model: version, scalar: SCALAR, cursor, size: index.size() };
     index.save(tmp);
     const sha256 = await fileDigest(tmp);
     await rename(tmp, file);
@@ -324,31 +341,41 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
     async size() {
       return index?.size() ?? 0;
     },
-    async search(db: SqlRunner, vector: Float32Array, k: number, filter): Promise<Neighbour[]> {
+    async search(db: SqlRunner, vector: Float32Array, k: number, filter, minSimilarity): Promise<IndexAnswer> {
       const graph = index!;
       const size = graph.size();
       const keyParam = `$${filter.params.length + 1}`;
+      // Graph distances (1 - approximate similarity) past this cannot reach minSimilarity.
+      const farthest = minSimilarity === undefined ? Infinity : 1 - (minSimilarity - SIMILARITY_MARGIN);
       let wanted = Math.min(size, Math.max(MIN_CANDIDATES, k * 2));
       let checked = 0;
+      let complete = false;
       const passed: Neighbour[] = [];
       for (;;) {
         const found = graph.search(vector, wanted, 1);
-        const keys = keyStrings(found.keys, checked, found.keys.length);
-        if (keys.length) {
-          // The candidates passing the filter, with the graph's similarity (1 - cosine distance).
-          const similarity = new Map(keys.map((key, n) => [key, 1 - found.distances[checked + n]]));
-          const { rows } = await db.query<{ item_id: string; t: string; k: string }>(
-            `SELECT ${CANDIDATE_COLUMNS}, i.ann_key::text AS k FROM search.items i
-              WHERE i.ann_key = ANY(${keyParam}::bigint[]) AND ${filter.where}`, [...filter.params, keys]);
-          passed.push(...rows.map((r) => ({ item_id: r.item_id, t: Number(r.t), similarity: similarity.get(r.k)! })));
+        // Distances come in ascending order: candidates stop at the first one too far.
+        let usable = checked;
+        while (usable < found.keys.length && found.distances[usable] <= farthest) usable++;
+        // Checked in the graph's order, by as many as should fill the page at the pass rate seen so
+        // far (k + FIRST_SLACK at first): the usual filter (the scope) passes nearly everything, and
+        // every row checked is read with its vector.
+        while (checked < usable && passed.length < k) {
+          const end = Math.min(usable, checked + (checked ? Math.max(MIN_STEP, Math.ceil(((k - passed.length) * 1.5 * checked) / Math.max(passed.length, 1))) : k + FIRST_SLACK));
+          const { rows } = await db.query<{ item_id: string; t: string; e: unknown }>(
+            `SELECT ${neighbourColumns(filter)} FROM search.items i WHERE i.ann_key = ANY(${keyParam}::bigint[]) AND ${filter.where}`,
+            [...filter.params, keyStrings(found.keys, checked, end)]);
+          passed.push(...rankRows(vector, rows).filter((n) => minSimilarity === undefined || n.similarity >= minSimilarity));
+          checked = end;
         }
-        checked = found.keys.length;
-        if (passed.length >= k || wanted >= size || wanted >= MAX_CANDIDATES || found.keys.length < wanted) break;
+        if (passed.length >= k) break;
+        // Every candidate that could pass was checked: below minSimilarity, or the whole graph.
+        complete = usable < found.keys.length || found.keys.length < wanted || wanted >= size;
+        if (complete || wanted >= MAX_CANDIDATES) break;
         // Widen by what the filter let through so far (at least 4x).
         const rate = Math.max(passed.length, 1) / checked;
         wanted = Math.min(size, MAX_CANDIDATES, Math.max(wanted * 4, Math.ceil((k * 1.5) / rate)));
       }
-      return passed.sort(byRank).slice(0, k);
+      return { found: passed.sort(byRank).slice(0, k), complete };
     },
     upsert,
     remove,

@@ -4,9 +4,9 @@
  * (lib/search/engine.ts, reported by /ready):
  * - pgvector: the HNSW index inside PostgreSQL (this file);
  * - usearch: an in-process HNSW index kept by the search service (lib/search/usearch-index.ts).
- * Candidates come ordered by similarity, then newest, then item id (spec tie rule); the index's
- * similarities are approximate (graph search, and half-precision query vectors in pgvector), so callers
- * `refine` the ones they show: recomputed exactly from the stored (binary16) embeddings and re-ranked.
+ * The index's similarities are approximate (graph search on bf16 vectors, half-precision query
+ * vectors in pgvector): they only choose candidates, whose exact similarities (from the stored
+ * binary16 embeddings, read with the filter's check) rank them, then newest, then item id (spec tie rule).
  * `exactNearest` is the exact path both share (few rows, or an index not ready).
  */
 import { cosineSimilarity } from '../network/cosine.ts';
@@ -18,6 +18,8 @@ export interface Neighbour {
   item_id: string;
   similarity: number;
   t: number;
+  /** The filter's `flag` for this row, when it has one. */
+  flag?: boolean;
 }
 
 /**
@@ -27,7 +29,25 @@ export interface Neighbour {
 export interface CandidateFilter {
   where: string;
   params: unknown[];
+  /**
+   * A boolean SQL expression over `i` (with these params) returned with each candidate as
+   * `flag`, so that a caller learns it from the same statement (e.g. which are lexical matches).
+   */
+  flag?: string;
 }
+
+/** What `VectorIndex.search` found. */
+export interface IndexAnswer {
+  found: Neighbour[];
+  complete: boolean;
+}
+
+/**
+ * How far below `minSimilarity` an index's approximate similarity may be and its candidate still be
+ * checked exactly: binary16 stored vectors move a cosine by ~1e-3, a bf16 graph (usearch) by a few
+ * 1e-3, a halfvec query (pgvector) likewise.
+ */
+export const SIMILARITY_MARGIN = 0.02;
 
 export interface VectorIndex {
   readonly backend: VectorBackendName;
@@ -36,11 +56,15 @@ export interface VectorIndex {
   /** Vectors indexed (pgvector: the live rows of the model version). */
   size(db: SqlRunner): Promise<number>;
   /**
-   * Up to `k` nearest rows passing `filter`, most similar first (ties newest, then item id
-   * descending), with approximate similarities. It may return fewer than `k` although more rows
-   * pass (widening stopped at its budget); the caller then takes the exact path.
+   * Up to `k` nearest rows passing `filter` (and, with `minSimilarity`, whose similarity reaches
+   * it), ranked by their exact similarity (the cosine of the stored binary16 vectors, read with the
+   * check of the filter) then newest, then item id descending. The index's own (approximate)
+   * order only chooses the candidates. `complete`: no other row can be among them — the search
+   * went below `minSimilarity` (with SIMILARITY_MARGIN) or saw every vector. Otherwise it may
+   * return fewer than `k` although more rows pass (widening stopped at its budget); the caller
+   * then takes the exact path.
    */
-  search(db: SqlRunner, vector: Float32Array, k: number, filter: CandidateFilter): Promise<Neighbour[]>;
+  search(db: SqlRunner, vector: Float32Array, k: number, filter: CandidateFilter, minSimilarity?: number): Promise<IndexAnswer>;
   /** Adds or replaces vectors by their `ann_key` (no-op for pgvector: PostgreSQL maintains its index). */
   upsert(entries: { key: bigint; vector: Float32Array }[]): void;
   /** Removes vectors by `ann_key` (no-op for pgvector). */
@@ -65,29 +89,20 @@ export function byRank(a: Neighbour, b: Neighbour): number {
   return b.similarity - a.similarity || b.t - a.t || (a.item_id < b.item_id ? 1 : a.item_id > b.item_id ? -1 : 0);
 }
 
-/** Columns of a candidate (row alias `i`): id and created_at in microseconds. */
-export const CANDIDATE_COLUMNS = `i.item_id::text AS item_id, (extract(epoch FROM i.created_at) * 1000000)::int8 AS t`;
-
 /** Columns a neighbour needs (row alias `i`): `e` the stored embedding as big-endian binary16 (lib/search/half.ts). */
 export const NEIGHBOUR_COLUMNS = `i.item_id::text AS item_id, (extract(epoch FROM i.created_at) * 1000000)::int8 AS t, search.embedding_f16(i.embedding) AS e`;
 
-/**
- * Neighbours from rows of NEIGHBOUR_COLUMNS: exact similarities, ordered by rank. The cosine, not
- * the dot product: stored vectors are unit length only to half precision (~1e-4).
- */
-export function rankRows(vector: Float32Array, rows: { item_id: string; t: string | number | bigint; e: unknown }[]): Neighbour[] {
-  return rows.map((r) => ({ item_id: r.item_id, t: Number(r.t), similarity: cosineSimilarity(vector, decodeHalf(bytesOf(r.e))) })).sort(byRank);
-}
+/** NEIGHBOUR_COLUMNS and the filter's `flag`, if any. */
+export const neighbourColumns = (filter: CandidateFilter) => (filter.flag ? `${NEIGHBOUR_COLUMNS}, (${filter.flag}) AS flag` : NEIGHBOUR_COLUMNS);
 
 /**
- * `found` with the similarities of its first `top` recomputed exactly and those re-ranked (the rest
- * follows as found). Costs one read of `top` embeddings.
+ * Neighbours from rows of NEIGHBOUR_COLUMNS (and `flag`): exact similarities, ordered by rank. The cosine, not
+ * the dot product: stored vectors are unit length only to half precision (~1e-4).
  */
-export async function refine(db: SqlRunner, vector: Float32Array, found: Neighbour[], top: number): Promise<Neighbour[]> {
-  const head = found.slice(0, top);
-  if (!head.length) return found;
-  const { rows } = await db.query(`SELECT ${NEIGHBOUR_COLUMNS} FROM search.items i WHERE i.item_id = ANY($1::uuid[])`, [head.map((n) => n.item_id)]);
-  return [...rankRows(vector, rows), ...found.slice(top)];
+export function rankRows(vector: Float32Array, rows: { item_id: string; t: string | number | bigint; e: unknown; flag?: boolean }[]): Neighbour[] {
+  return rows.map((r) => ({
+    item_id: r.item_id, t: Number(r.t), similarity: cosineSimilarity(vector, decodeHalf(bytesOf(r.e))), ...(r.flag !== undefined ? { flag: r.flag } : {}),
+  })).sort(byRank);
 }
 
 /**
@@ -96,14 +111,14 @@ export async function refine(db: SqlRunner, vector: Float32Array, found: Neighbo
  * plus the transfer), so callers use it when the filter leaves few rows.
  */
 export async function exactNearest(db: SqlRunner, vector: Float32Array, k: number, filter: CandidateFilter): Promise<Neighbour[]> {
-  const { rows } = await db.query(`SELECT ${NEIGHBOUR_COLUMNS} FROM search.items i WHERE ${filter.where}`, filter.params);
+  const { rows } = await db.query(`SELECT ${neighbourColumns(filter)} FROM search.items i WHERE ${filter.where}`, filter.params);
   return rankRows(vector, rows).slice(0, k);
 }
 
 /**
  * The pgvector implementation: `ORDER BY embedding::halfvec(n) <=> query` alone (no tiebreaker,
  * so the partial HNSW expression index serves it) under `hnsw.iterative_scan = strict_order`,
- * the found rows then re-ranked exactly (ties by the spec's rule).
+ * the found rows then ranked by exact similarity (ties by the spec's rule).
  */
 export function pgvectorIndex(dimensions: number, settings: (depth: number) => string[]): VectorIndex {
   return {
@@ -114,15 +129,18 @@ export function pgvectorIndex(dimensions: number, settings: (depth: number) => s
         `SELECT count(*)::int AS n FROM search.items WHERE model_dimensions = ${dimensions} AND lifecycle_status = 'live'`);
       return row.n;
     },
-    async search(db, vector, k, filter) {
+    async search(db, vector, k, filter, minSimilarity) {
       for (const setting of settings(k)) await db.query(setting);
       const q = `$${filter.params.length + 1}`;
       const distance = `(i.embedding::halfvec(${dimensions}) <=> ${q}::real[]::halfvec(${dimensions}))`;
-      const { rows } = await db.query<{ item_id: string; t: string; d: number }>(
-        `SELECT ${CANDIDATE_COLUMNS}, ${distance} AS d FROM search.items i WHERE ${filter.where}
+      const { rows } = await db.query<{ item_id: string; t: string; e: unknown; d: number }>(
+        `SELECT ${neighbourColumns(filter)}, ${distance} AS d FROM search.items i WHERE ${filter.where}
           ORDER BY ${distance} LIMIT $${filter.params.length + 2}`,
         [...filter.params, Array.from(vector), k]);
-      return rows.map((r) => ({ item_id: r.item_id, t: Number(r.t), similarity: 1 - Number(r.d) })).sort(byRank);
+      // Rows come by distance: one below the margin means every later row is too.
+      const complete = minSimilarity !== undefined && rows.length > 0 && 1 - Number(rows.at(-1)!.d) < minSimilarity - SIMILARITY_MARGIN;
+      const found = rankRows(vector, rows);
+      return { found: minSimilarity === undefined ? found : found.filter((n) => n.similarity >= minSimilarity), complete };
     },
     upsert: () => {},
     remove: () => {},

@@ -2,7 +2,7 @@
  * The in-process vector index (usearch) of the search service on the embedded PostgreSQL: items
  * stored at signals, indexed by the real search-index-items task, caught up into the index from
  * search.items; the index answers like the exact path, pages stay consistent, retirements and
- * edits reach it, a file of another model version or a corrupt file is rebuilt, and so is an index
+ * edits reach it, a file of another model version or scalar kind or a corrupt file is rebuilt, and so is an index
  * whose first catch-up failed.
  */
 import { randomUUID } from 'node:crypto';
@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSearchEngine, usearchIndexOf } from '../../lib/search/engine.ts';
 import { runSearch, type SearchEngine } from '../../lib/search/query.ts';
 import { searchBodySchema } from '../../lib/search/request.ts';
-import { openUsearchIndex, type UsearchIndex } from '../../lib/search/usearch-index.ts';
+import { openUsearchIndex, SCALAR, type UsearchIndex } from '../../lib/search/usearch-index.ts';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.ts';
 import { until } from '../helpers/until.ts';
 
@@ -157,6 +157,17 @@ describe('in-process vector index (usearch)', () => {
     expect(afterModelChange.status().build_seconds).toBeDefined();
     expect(JSON.parse(await readFile(metaFile, 'utf8')).model.model_id).toBe(meta.model.model_id);
     await afterModelChange.close();
+
+    // A file written before the graph's scalar kind was recorded (an f16 graph) is rebuilt as SCALAR.
+    const { scalar, ...earlier } = JSON.parse(await readFile(metaFile, 'utf8'));
+    expect(scalar).toBe(SCALAR);
+    await writeFile(metaFile, JSON.stringify(earlier));
+    const afterScalarChange = open();
+    await afterScalarChange.whenSettled();
+    expect(afterScalarChange.status()).toMatchObject({ state: 'ready', size: await liveRows() });
+    expect(afterScalarChange.status().build_seconds).toBeDefined();
+    expect(JSON.parse(await readFile(metaFile, 'utf8')).scalar).toBe(SCALAR);
+    await afterScalarChange.close();
 
     await writeFile(index.file, Buffer.alloc(4096, 7));
     const afterCorruption = open();
