@@ -4,19 +4,28 @@
  * (authenticated but not allowed), in the service's error shape.
  */
 import type { RequestHandler, Response } from 'express';
-import { LRUCache } from 'lru-cache';
 import { findApiKey, type KeyService } from '../../lib/platform/api-keys.ts';
 import type { PlatformContext } from '../../lib/context.ts';
 import { domainsForAggregatorTypes } from '../../lib/network/config.ts';
 import { TokenError, type AggregatorClaims } from '../../lib/platform/tokens.ts';
+import { ReadCache } from '../../lib/platform/read-cache.ts';
 import { HttpError } from './errors.ts';
 
-/** Requires a valid, unrevoked API key of `service`; sets `res.locals.apiKey`. */
+/**
+ * How long `apiKeyAuth` reuses a valid key's record read from the database: a revocation reaches
+ * a process's requests within this window (a read begun longer ago is never used). It spares
+ * every keyed request a query (docs/decisions.md, "Search at scale"); unknown or revoked keys are
+ * never reused.
+ */
+export const API_KEY_CACHE_MS = 1000;
+
+/** Requires a valid, unrevoked API key of `service` (as read at most API_KEY_CACHE_MS ago); sets `res.locals.apiKey`. */
 export function apiKeyAuth(ctx: PlatformContext, service: KeyService): RequestHandler {
+  const keys = new ReadCache({ read: async (key) => (await findApiKey(ctx.pool, service, key)) ?? undefined, maxAgeMs: API_KEY_CACHE_MS, max: 10_000 });
   return async (req, res, next) => {
     const key = req.header('x-api-key');
     if (!key) throw new HttpError(401, 'Missing x-api-key header', { code: 'missing_api_key' });
-    const found = await findApiKey(ctx.pool, service, key);
+    const found = await keys.get(key);
     if (!found) throw new HttpError(401, 'Unknown or revoked API key', { code: 'invalid_api_key' });
     res.locals.apiKey = found;
     next();
@@ -55,35 +64,13 @@ const CALLER_CACHE_MAX = 10_000;
  * Data scoping uses the caller, never ids from body or path.
  */
 export function bearerAuth(ctx: PlatformContext): RequestHandler {
-  // An approved registration and when its read began (performance.now() ms).
-  const approved = new LRUCache<string, { record: CallerRecord; readAt: number }>({ max: CALLER_CACHE_MAX });
   // Requests arriving while an aggregator's lookup is in flight share it: when the remembered
   // registration expires under hundreds of requests a second, one query replaces one per request,
   // which would otherwise take every pooled connection while PostgreSQL is busy.
-  const lookups = new Map<string, Promise<CallerRecord | undefined>>();
-  const lookUp = (aggregatorId: string): Promise<CallerRecord | undefined> => {
-    let lookup = lookups.get(aggregatorId);
-    if (!lookup) {
-      const readAt = performance.now();
-      lookup = lookupCaller(ctx, aggregatorId).then((record) => {
-        if (record && record.status === 'approved' && record.org_status === 'approved') approved.set(aggregatorId, { record, readAt });
-        else approved.delete(aggregatorId);
-        return record;
-      }).finally(() => lookups.delete(aggregatorId));
-      lookups.set(aggregatorId, lookup);
-    }
-    return lookup;
-  };
-  // A registration read less than CALLER_CACHE_MS ago is used; past half that age it is read again
-  // in the background, so a steady caller never waits for the lookup.
-  const recordOf = (aggregatorId: string): CallerRecord | Promise<CallerRecord | undefined> => {
-    const held = approved.get(aggregatorId);
-    const age = held ? performance.now() - held.readAt : Infinity;
-    if (!held || age >= CALLER_CACHE_MS) return lookUp(aggregatorId);
-    // A failed background lookup is not this request's: the next one that must wait reports it.
-    if (age >= CALLER_CACHE_MS / 2 && !lookups.has(aggregatorId)) lookUp(aggregatorId).catch(() => undefined);
-    return held.record;
-  };
+  const registrations = new ReadCache<CallerRecord>({
+    read: (aggregatorId) => lookupCaller(ctx, aggregatorId), maxAgeMs: CALLER_CACHE_MS, max: CALLER_CACHE_MAX,
+    keep: (record) => record.status === 'approved' && record.org_status === 'approved',
+  });
   return async (req, res, next) => {
     const match = /^Bearer\s+(\S+)\s*$/i.exec(req.header('authorization') ?? '');
     if (!match) throw new HttpError(401, 'Missing bearer token in the Authorization header', { code: 'missing_token', headers: bearerChallenge() });
@@ -94,7 +81,7 @@ export function bearerAuth(ctx: PlatformContext): RequestHandler {
       if (err instanceof TokenError) throw new HttpError(401, `Invalid bearer token: ${err.message}`, { code: 'invalid_token', headers: bearerChallenge('invalid_token') });
       throw err;
     }
-    res.locals.caller = callerFrom(ctx, claims, await recordOf(claims.aggregator_id), bearerChallenge('invalid_token'));
+    res.locals.caller = callerFrom(ctx, claims, await registrations.get(claims.aggregator_id), bearerChallenge('invalid_token'));
     next();
   };
 }

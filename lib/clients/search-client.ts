@@ -10,6 +10,7 @@
  * - `SearchRejectedError`: any other 4xx (e.g. 400, 403 interaction not allowed, 404 unknown
  *   anchor), with the search service's shape-A body, for the caller to pass on as its own error.
  */
+import { request, type Dispatcher } from 'undici';
 import type { Config } from '../platform/config.ts';
 import type { ModelVersion } from '../network/model-version.ts';
 import type { ItemRecord } from '../network/items.ts';
@@ -46,33 +47,38 @@ export interface SearchClientDeps {
  */
 export async function postToSearch<T>(ctx: SearchClientDeps, path: string, body: unknown): Promise<T> {
   const timeoutMs = ctx.config.SEARCH_TIMEOUT_MS;
-  let response: Response;
+  const timedOut = (err: unknown) => (err as Error).name === 'TimeoutError';
+  // undici's `request`, not `fetch`: no WHATWG streams around the body, and the request goes out in
+  // one write (fetch wrote a string body as a stream, a syscall per part) — on the discover path
+  // fetch cost signals ~1 ms of CPU per call (docs/decisions.md, "Search at scale").
+  let response: Dispatcher.ResponseData;
   try {
-    response = await fetch(new URL(path, ctx.urls.search), {
+    response = await request(new URL(path, ctx.urls.search), {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/json', 'x-api-key': ctx.internalApiKey, ...requestIdHeader() },
       body: JSON.stringify(body),
       signal: AbortSignal.timeout(timeoutMs),
     });
   } catch (err) {
-    if ((err as Error).name === 'TimeoutError') throw new SearchUnavailableError(`search service did not answer within ${timeoutMs} ms`, 'timeout');
-    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-    throw new SearchUnavailableError(`search service unreachable: ${cause?.code ?? cause?.message ?? (err as Error).message}`, 'unreachable');
+    if (timedOut(err)) throw new SearchUnavailableError(`search service did not answer within ${timeoutMs} ms`, 'timeout');
+    const { code, cause } = err as { code?: string; cause?: { code?: string; message?: string } };
+    throw new SearchUnavailableError(`search service unreachable: ${cause?.code ?? code ?? cause?.message ?? (err as Error).message}`, 'unreachable');
   }
+  const status = response.statusCode;
   let json: any;
   try {
-    json = await response.json();
+    json = await response.body.json();
   } catch (err) {
-    if ((err as Error).name === 'TimeoutError') throw new SearchUnavailableError(`search service did not answer within ${timeoutMs} ms`, 'timeout');
-    throw new SearchUnavailableError(`search service answered ${response.status} without a JSON body`, 'bad_response', response.status);
+    if (timedOut(err)) throw new SearchUnavailableError(`search service did not answer within ${timeoutMs} ms`, 'timeout');
+    throw new SearchUnavailableError(`search service answered ${status} without a JSON body`, 'bad_response', status);
   }
-  if (response.ok) return json as T;
+  if (status >= 200 && status <= 299) return json as T;
   const code = typeof json?.error === 'string' ? json.error : 'search_rejected';
-  if (response.status >= 500 || UNAVAILABLE_4XX.has(response.status) || (response.status === 404 && code === 'not_found')) {
-    throw new SearchUnavailableError(`search service answered ${response.status} ${code}`, 'error_status', response.status);
+  if (status >= 500 || UNAVAILABLE_4XX.has(status) || (status === 404 && code === 'not_found')) {
+    throw new SearchUnavailableError(`search service answered ${status} ${code}`, 'error_status', status);
   }
-  const message = typeof json?.message === 'string' ? json.message : `search service answered ${response.status}`;
-  throw new SearchRejectedError(response.status, code, message);
+  const message = typeof json?.message === 'string' ? json.message : `search service answered ${status}`;
+  throw new SearchRejectedError(status, code, message);
 }
 
 /** One item's entry in the search index (internal endpoint `POST /v1/index/entries`). */

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { exportJWK, generateKeyPair, importJWK, SignJWT, type JWK } from 'jose';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { API_KEY_CACHE_MS } from '../../api/http/auth.ts';
 import { createApiKey, revokeApiKey } from '../../lib/platform/api-keys.ts';
 import { startTestPlatform, type TestAggregator, type TestPlatform } from '../helpers/platform.ts';
 import { until } from '../helpers/until.ts';
@@ -53,6 +54,8 @@ describe.each([
     const { keyId, key } = await createApiKey(platform.ctx.pool, service, 'auth test');
     expect((await request(base).get(probe).set('x-api-key', key)).status).not.toBe(401);
     expect(await revokeApiKey(platform.ctx.pool, service, keyId)).toBe(true);
+    // A key's record read for a request is reused for at most API_KEY_CACHE_MS.
+    await new Promise((resolve) => setTimeout(resolve, API_KEY_CACHE_MS));
     const revoked = await request(base).get(probe).set('x-api-key', key);
     expect(revoked.status).toBe(401);
     expect(revoked.body.error).toBe('invalid_api_key');
