@@ -86,9 +86,11 @@ describe('error shapes and HTTP edge cases', () => {
   });
 
   it('answers an unexpected failure with 500 that leaks nothing, and logs it with the request id', async () => {
+    // A key no request has used yet: a used key's record is reused for a second without a query.
+    const unread = await platform.apiKey('signals');
     await platform.ctx.pool.query('ALTER TABLE signals.api_keys RENAME TO api_keys_moved');
     try {
-      const res = await request(platform.url('signals')).get('/api/v1/items').set('x-api-key', signalsKey);
+      const res = await request(platform.url('signals')).get('/api/v1/items').set('x-api-key', unread);
       expect(res.status).toBe(500);
       expect(res.body).toEqual({ error: 'internal_error', message: 'Internal error; quote the x-request-id header when reporting it' });
       expect(JSON.stringify(res.body)).not.toMatch(/api_keys|relation|select/i);
