@@ -23,10 +23,11 @@ export interface WorkerHandle {
  * How far V8 lets the heap grow past what survived its last full collection, in percent (V8 flag
  * `--heap-growing-percent`; 0 = V8's own factor, up to 300 %). Bulk onboarding keeps ~60-90 MB
  * alive but promotes much short-lived data (rows, JSON bodies held across awaits), so V8's own
- * factor let the worker's heap reach ~280 MB and its RSS ~430 MB; at 20 % the RSS stays near
- * 250 MB for a few percent more GC time (issue 17, docs/decisions.md "Bulk onboarding II").
+ * factor let the worker's RSS reach ~410-440 MB (60,000 rows); 20 % held it near 310-340 MB but
+ * cost the worker ~30 % more CPU in full collections; 100 % holds it as low (300-340 MB) for ~3 %
+ * more CPU than V8's own factor (issue 17, docs/decisions.md "Bulk onboarding II", third pass).
  */
-export const WORKER_HEAP_GROWING_PERCENT = 20;
+export const WORKER_HEAP_GROWING_PERCENT = 100;
 
 /**
  * Starts a runner with `concurrency` (default WORKER_CONCURRENCY) parallel jobs. Sets the
