@@ -216,8 +216,9 @@ export function voiceRoutes(ctx: PlatformContext): Router {
   const appliedAt = callbackTimes(ctx);
   const maxAge = ctx.config.VOICE_POLL_MAX_AGE_MS;
   // A page read less than VOICE_POLL_MAX_AGE_MS ago, and before no callback this process applied
-  // to its job since, answers without PostgreSQL; past half that age a fresh read starts in the
-  // background, so a steadily polled page is read a few times a second and no poll waits for it.
+  // to its job since, answers without PostgreSQL; past a quarter of that age a fresh read starts in
+  // the background, so a steadily polled page is read a few times a second and a poll waits for a
+  // read only when one takes longer than three quarters of VOICE_POLL_MAX_AGE_MS.
   // Otherwise one read of a page at a time: requests arriving while its read is in flight share
   // that read (and its answer) instead of queueing reads of their own. So a page polled hundreds of
   // times a second costs PostgreSQL a few statements a second, and a poll rarely waits on
@@ -247,7 +248,7 @@ export function voiceRoutes(ctx: PlatformContext): Router {
     const age = held ? performance.now() - held.readAt : Infinity;
     if (held && held.polled.org_id === orgId && age < maxAge && held.readAt > (appliedAt.get(id) ?? -Infinity)) {
       // A failed background read is not this request's: the next poll that needs a read reports it.
-      if (age >= maxAge / 2 && !reads.has(key)) startRead(key, page, id, orgId, afterSeq, limit, held).catch(() => undefined);
+      if (age >= maxAge / 4 && !reads.has(key)) startRead(key, page, id, orgId, afterSeq, limit, held).catch(() => undefined);
       return held;
     }
     return reads.get(key) ?? startRead(key, page, id, orgId, afterSeq, limit, held);

@@ -157,10 +157,10 @@ export const configSchema = z.object({
   VOICE_CHUNK_ITEMS: positiveInt.max(50_000).default(5000),
   /**
    * How long (ms) a read voice-job page answers polls without asking PostgreSQL again (re-read in
-   * the background past half of it): changes made by the worker show after at most this long;
+   * the background past a quarter of it): changes made by the worker show after at most this long;
    * callbacks this process applied show at once. 0: every poll reads.
    */
-  VOICE_POLL_MAX_AGE_MS: z.coerce.number().int().min(0).max(10_000).default(500),
+  VOICE_POLL_MAX_AGE_MS: z.coerce.number().int().min(0).max(10_000).default(1000),
   /** Largest body of POST /v1/campaign/voice (100,000 item ids are ~3.9 MB of JSON). */
   VOICE_JOB_MAX_BODY_BYTES: byteSize.default(8 * 1000 * 1000),
   // --- People, consent, sessions and actions (issue 7) ---

@@ -1,9 +1,10 @@
 /**
  * A read-through cache for small records that hot request paths read from the database on every
  * request (an API key, an aggregator's registration): each value is used for at most `maxAgeMs`
- * after its read began, read again in the background once it is half that old (so a steady caller
- * never waits for the read), and read once per key at a time (requests arriving meanwhile share
- * the read). Storage is lru-cache (the least recently used key goes first past `max`).
+ * after its read began, read again in the background once it is a quarter that old (so a steady
+ * caller waits for a read only when one takes longer than three quarters of `maxAgeMs`), and read
+ * once per key at a time (requests arriving meanwhile share the read). Storage is lru-cache (the
+ * least recently used key goes first past `max`).
  */
 import { LRUCache } from 'lru-cache';
 
@@ -30,7 +31,7 @@ export class ReadCache<V extends object> {
 
   /**
    * The value of `key`: the held one when read less than `maxAgeMs` ago (starting a background
-   * read past half of it), else the answer of a read (shared with the calls meanwhile).
+   * read past a quarter of it), else the answer of a read (shared with the calls meanwhile).
    * @throws what `read` throws, to the calls that wait for that read.
    */
   get(key: string): V | Promise<V | undefined> {
@@ -38,7 +39,7 @@ export class ReadCache<V extends object> {
     const age = held ? performance.now() - held.readAt : Infinity;
     if (!held || age >= this.#options.maxAgeMs) return this.#read(key);
     // A failed background read is not this call's: the next call that waits for a read gets it.
-    if (age >= this.#options.maxAgeMs / 2 && !this.#reads.has(key)) this.#read(key).catch(() => undefined);
+    if (age >= this.#options.maxAgeMs / 4 && !this.#reads.has(key)) this.#read(key).catch(() => undefined);
     return held.value;
   }
 
