@@ -35,7 +35,6 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { parse } from 'csv-parse';
 import ExcelJS from 'exceljs';
-import pg from 'pg';
 import { stringify } from 'csv-stringify';
 import { createAggregator } from '../lib/aggregator/aggregators.ts';
 import type { BulkUploadJson } from '../lib/aggregator/bulk/upload-jobs.ts';
@@ -47,6 +46,7 @@ import { createLogger } from '../lib/platform/logger.ts';
 import { startPlatform, type PlatformHandle } from '../bin/platform.ts';
 import { freePort } from '../lib/platform/free-port.ts';
 import { cpuSeconds, postgresCpuSeconds } from './cpu.ts';
+import { PG_STATEMENTS, resetStatements, topStatements, withStatementStats, type StatementCost } from './pg-statements.ts';
 
 const run = promisify(execFile);
 const repo = fileURLToPath(new URL('..', import.meta.url));
@@ -131,31 +131,6 @@ interface RunResult {
 }
 
 interface CpuUsed { worker: number; services: number; postgres: number; total: number; per_1000_rows: number | null }
-interface StatementCost { calls: number; total_ms: number; rows: number; query: string }
-
-const PG_STATEMENTS = process.env.BENCH_PG_STATEMENTS === '1';
-
-/** BENCH_PG_STATEMENTS=1: restarts the embedded server with pg_stat_statements loaded (nested statements tracked). */
-async function withStatementStats(db: EmbeddedPostgres, dataDir: string): Promise<EmbeddedPostgres> {
-  if (!PG_STATEMENTS) return db;
-  const client = new pg.Client({ connectionString: db.url });
-  await client.connect();
-  await client.query("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'");
-  await client.query("ALTER SYSTEM SET pg_stat_statements.track = 'all'");
-  await client.query('ALTER SYSTEM SET log_autovacuum_min_duration = 0');
-  await client.end();
-  await db.stop();
-  const restarted = await startEmbeddedPostgres({ dataDir, port: db.port });
-  const again = new pg.Client({ connectionString: restarted.url });
-  await again.connect();
-  await again.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
-  await again.end();
-  return restarted;
-}
-
-async function resetStatements(pool: pg.Pool): Promise<void> {
-  if (PG_STATEMENTS) await pool.query('SELECT pg_stat_statements_reset()');
-}
 
 /**
  * BENCH_PG_STATEMENTS=1: CPU seconds of PostgreSQL's automatic vacuums and analyzes per table and
@@ -173,14 +148,6 @@ async function autovacuumCpu(clusterDir: string): Promise<Record<string, number>
   return Object.fromEntries(Object.entries(used).sort((a, b) => b[1] - a[1]));
 }
 
-/** The 25 statements that took PostgreSQL longest since the last reset (BENCH_PG_STATEMENTS=1), else undefined. */
-async function topStatements(pool: pg.Pool): Promise<StatementCost[] | undefined> {
-  if (!PG_STATEMENTS) return undefined;
-  const { rows } = await pool.query<StatementCost>(
-    `SELECT calls::int, round(total_exec_time)::int AS total_ms, rows::int, left(regexp_replace(query, '\\s+', ' ', 'g'), 300) AS query
-       FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 25`);
-  return rows;
-}
 
 /** Uploads `file` through HTTP as a fresh aggregator, starts it and waits for it, with a fresh worker (or `ldp start`). */
 async function onboard(platform: PlatformHandle, workerEnv: NodeJS.ProcessEnv, clusterDir: string, file: string, label: string, mode: Mode): Promise<RunResult> {
