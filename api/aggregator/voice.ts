@@ -25,6 +25,7 @@ import { parseCallKey, providerCallbackSchema } from '../../lib/aggregator/voice
 import { voiceProviderSecret } from '../../lib/aggregator/voice/provider.ts';
 import { SIGNATURE_HEADER, verifySignature } from '../../lib/aggregator/voice/signature.ts';
 import type { PlatformContext } from '../../lib/context.ts';
+import { ReadCache } from '../../lib/platform/read-cache.ts';
 import { ObjectNotFoundError } from '../../lib/platform/storage.ts';
 import { callerOf, requireRole } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
@@ -93,11 +94,9 @@ function taggedVersions(header: string | undefined): string[] {
 }
 
 /**
- * How many polled job pages (`<job_id>:<after seq>:<limit>`) keep their serialised 200 answer and
- * the job version it shows: while a page's job is at that version, the same bytes are the answer
- * (the version grows with every change of the job or its items), so a poller costs an index lookup
- * of the job row, not a page of items built, parsed and serialised again. The org and channel are
- * checked on every request before an answer is reused; the least recently polled page goes first.
+ * How many polled job pages (`<org>:<job_id>:<after seq>:<limit>`) a process holds with their
+ * serialised 200 answer and the job version it shows (the least recently polled goes first): a
+ * re-read that finds the job at that version skips the items and reuses the bytes.
  */
 const ANSWERED_PAGES = 64;
 
@@ -210,49 +209,31 @@ export function voiceRoutes(ctx: PlatformContext): Router {
     res.json({ voice_jobs: jobs, page: page.page, limit: page.limit, total, has_more: page.page * page.limit < total });
   });
 
-  type Read = { polled: PolledJob | null; body?: Buffer };
-  // A page's last answer and when its read began (performance.now() ms).
-  const answers = new LRUCache<string, Read & { polled: PolledJob; body: Buffer; readAt: number }>({ max: ANSWERED_PAGES });
+  // A page of a job as read for one organisation: `owned` when it is that organisation's voice job,
+  // and only then is it held for the next polls.
+  type Page = { polled: PolledJob | null; body?: Buffer; owned: boolean };
   const appliedAt = callbackTimes(ctx);
-  const maxAge = ctx.config.VOICE_POLL_MAX_AGE_MS;
-  // A page read less than VOICE_POLL_MAX_AGE_MS ago, and before no callback this process applied
-  // to its job since, answers without PostgreSQL; past a quarter of that age a fresh read starts in
-  // the background, so a steadily polled page is read a few times a second and a poll waits for a
-  // read only when one takes longer than three quarters of VOICE_POLL_MAX_AGE_MS.
-  // Otherwise one read of a page at a time: requests arriving while its read is in flight share
-  // that read (and its answer) instead of queueing reads of their own. So a page polled hundreds of
-  // times a second costs PostgreSQL a few statements a second, and a poll rarely waits on
-  // PostgreSQL while dispatch keeps it busy (docs/decisions.md, "Voice campaigns").
-  const reads = new Map<string, Promise<Read>>();
-  const startRead = (key: string, page: string, id: string, orgId: string, afterSeq: number, limit: number, held: { polled: PolledJob; body: Buffer } | undefined) => {
-    const readAt = performance.now();
-    // The version of the answer held counts as known: the statement then skips the items.
-    const read = pollVoiceJob(ctx.pool, id, { orgId, afterSeq, limit, knownVersions: held ? [held.polled.version] : [] })
-      .then((polled): Read => {
-        if (!polled) return { polled };
-        // No page: the job is not the caller's voice job (answered below), or still at the version held.
-        const body = polled.page ? Buffer.from(JSON.stringify({
-          ...toJobJson(polled.page.job), items: polled.page.items, items_limit: limit,
-          items_next_cursor: polled.page.nextSeq === null ? null : encodeCursor(polled.page.nextSeq),
-        })) : held?.body;
-        if (body && polled.org_id === orgId && polled.channel === 'voice') answers.set(page, { polled: { ...polled, page: null }, body, readAt });
-        return { polled, body };
-      })
-      .finally(() => reads.delete(key));
-    reads.set(key, read);
-    return read;
-  };
-  const readPage = (page: string, id: string, orgId: string, afterSeq: number, limit: number): Read | Promise<Read> => {
-    const key = `${orgId}:${page}`;
-    const held = answers.get(page);
-    const age = held ? performance.now() - held.readAt : Infinity;
-    if (held && held.polled.org_id === orgId && age < maxAge && held.readAt > (appliedAt.get(id) ?? -Infinity)) {
-      // A failed background read is not this request's: the next poll that needs a read reports it.
-      if (age >= maxAge / 4 && !reads.has(key)) startRead(key, page, id, orgId, afterSeq, limit, held).catch(() => undefined);
-      return held;
-    }
-    return reads.get(key) ?? startRead(key, page, id, orgId, afterSeq, limit, held);
-  };
+  // Pages (`<org>:<job>:<after seq>:<limit>`) answer for up to VOICE_POLL_MAX_AGE_MS without
+  // PostgreSQL, re-read in the background past a quarter of it, one read per page at a time
+  // (lib/platform/read-cache.ts); a page read before this process last applied a callback to its
+  // job is read again. So a page polled hundreds of times a second costs PostgreSQL a few
+  // statements a second, and a poll rarely waits on PostgreSQL while dispatch keeps it busy
+  // (docs/decisions.md, "Voice campaigns").
+  const pages = new ReadCache<Page>({
+    maxAgeMs: ctx.config.VOICE_POLL_MAX_AGE_MS, max: ANSWERED_PAGES, keep: (page) => page.owned,
+    read: async (key, held) => {
+      const [orgId, id, afterSeq, limit] = key.split(':');
+      // The version of the page held counts as known: the statement then skips the items.
+      const polled = await pollVoiceJob(ctx.pool, id, { orgId, afterSeq: Number(afterSeq), limit: Number(limit), knownVersions: held?.polled ? [held.polled.version] : [] });
+      if (!polled) return { polled, owned: false };
+      // No page: the job is not the caller's voice job (answered by the route), or still at the version held.
+      const body = polled.page ? Buffer.from(JSON.stringify({
+        ...toJobJson(polled.page.job), items: polled.page.items, items_limit: Number(limit),
+        items_next_cursor: polled.page.nextSeq === null ? null : encodeCursor(polled.page.nextSeq),
+      })) : held?.body;
+      return { polled: { ...polled, page: null }, body, owned: body !== undefined && polled.org_id === orgId && polled.channel === 'voice' };
+    },
+  });
   router.get('/campaign/voice/:job_id', async (req, res, next) => {
     const id = jobIdParam(req, next);
     if (!id) return;
@@ -260,7 +241,7 @@ export function voiceRoutes(ctx: PlatformContext): Router {
     const afterSeq = query.cursor === undefined ? -1 : decodeCursor(query.cursor);
     const ifNoneMatch = req.header('if-none-match');
     const known = taggedVersions(ifNoneMatch);
-    const { polled, body } = await readPage(`${id}:${afterSeq}:${query.items_limit}`, id, callerOf(res).orgId, afterSeq, query.items_limit);
+    const { polled, body } = (await pages.get(`${callerOf(res).orgId}:${id}:${afterSeq}:${query.items_limit}`, appliedAt.get(id)))!;
     if (!polled) throw new HttpError(404, `No voice job ${id}`);
     if (polled.org_id !== callerOf(res).orgId) throw new HttpError(403, `Voice job ${id} belongs to another organisation`, { code: 'forbidden' });
     if (polled.channel !== 'voice') {

@@ -9,8 +9,8 @@
 import { LRUCache } from 'lru-cache';
 
 export interface ReadCacheOptions<V> {
-  /** Reads the value of `key`; undefined when there is none. */
-  read: (key: string) => Promise<V | undefined>;
+  /** Reads the value of `key` (`held`: the value held, however old, e.g. to ask only for changes); undefined when there is none. */
+  read: (key: string, held: V | undefined) => Promise<V | undefined>;
   /** The longest a value is used after its read began, in ms; 0 reads on every call. */
   maxAgeMs: number;
   /** Keys remembered at most. */
@@ -30,14 +30,15 @@ export class ReadCache<V extends object> {
   }
 
   /**
-   * The value of `key`: the held one when read less than `maxAgeMs` ago (starting a background
-   * read past a quarter of it), else the answer of a read (shared with the calls meanwhile).
+   * The value of `key`: the held one when read less than `maxAgeMs` ago and after `readSince` (a
+   * `performance.now()` time, e.g. of a change this process made), starting a background read past
+   * a quarter of `maxAgeMs`; else the answer of a read (shared with the calls meanwhile).
    * @throws what `read` throws, to the calls that wait for that read.
    */
-  get(key: string): V | Promise<V | undefined> {
+  get(key: string, readSince = -Infinity): V | Promise<V | undefined> {
     const held = this.#held.get(key);
     const age = held ? performance.now() - held.readAt : Infinity;
-    if (!held || age >= this.#options.maxAgeMs) return this.#read(key);
+    if (!held || age >= this.#options.maxAgeMs || held.readAt <= readSince) return this.#read(key);
     // A failed background read is not this call's: the next call that waits for a read gets it.
     if (age >= this.#options.maxAgeMs / 4 && !this.#reads.has(key)) this.#read(key).catch(() => undefined);
     return held.value;
@@ -47,7 +48,7 @@ export class ReadCache<V extends object> {
     let read = this.#reads.get(key);
     if (!read) {
       const readAt = performance.now();
-      read = this.#options.read(key).then((value) => {
+      read = this.#options.read(key, this.#held.get(key)?.value).then((value) => {
         if (value !== undefined && (this.#options.keep?.(value) ?? true)) this.#held.set(key, { value, readAt });
         else this.#held.delete(key);
         return value;
