@@ -21,7 +21,7 @@ import { applyCallbacks } from '../../lib/aggregator/voice/dispatch.ts';
 import {
   COUNT_NAMES, createVoiceJob, listVoiceJobs, loadVoiceJob, pollVoiceJob, requestHash, toJobJson, VOICE_CHANNELS, type PolledJob,
 } from '../../lib/aggregator/voice/jobs.ts';
-import { parseCallKey, providerCallbackSchema } from '../../lib/aggregator/voice/protocol.ts';
+import { providerCallbackSchema } from '../../lib/aggregator/voice/protocol.ts';
 import { voiceProviderSecret } from '../../lib/aggregator/voice/provider.ts';
 import { SIGNATURE_HEADER, verifySignature } from '../../lib/aggregator/voice/signature.ts';
 import type { PlatformContext } from '../../lib/context.ts';
@@ -160,13 +160,10 @@ export function voiceCallbackRoutes(ctx: PlatformContext): Router {
     // connections free for the pollers instead of queueing on the job row.
     await acquire();
     try {
-      const applied = await applyCallbacks(ctx.pool, body.updates, log);
+      const { accepted, ignored, jobIds } = await applyCallbacks(ctx.pool, body.updates, log);
       const now = performance.now();
-      for (const update of body.updates) {
-        const key = parseCallKey(update.idempotency_key);
-        if (key) appliedAt.set(key.jobId, now);
-      }
-      res.json(applied);
+      for (const jobId of jobIds) appliedAt.set(jobId, now);
+      res.json({ accepted, ignored });
     } finally {
       release();
     }

@@ -189,9 +189,9 @@ export async function recordSubmitted(pool: Pool, jobId: string, batchRef: strin
  * its provider_ref matches the one recorded (or none is recorded yet). Anything else — a key that
  * names no item, another ref, an item already final (terminal statuses never go back) — is ignored
  * and logged. One transaction per job.
- * @returns how many updates were applied and ignored.
+ * @returns how many updates were applied and ignored, and the jobs the updates named.
  */
-export async function applyCallbacks(pool: Pool, updates: CallbackUpdate[], logger: Logger): Promise<{ accepted: number; ignored: number }> {
+export async function applyCallbacks(pool: Pool, updates: CallbackUpdate[], logger: Logger): Promise<{ accepted: number; ignored: number; jobIds: string[] }> {
   const byJob = new Map<string, { item_id: string; provider_ref: string; status: string; error_reason: string | null }[]>();
   const malformed: string[] = [];
   for (const u of updates) {
@@ -209,6 +209,8 @@ export async function applyCallbacks(pool: Pool, updates: CallbackUpdate[], logg
   for (const [jobId, list] of byJob) {
     // One update per item (the first), in item-id order.
     const unique = [...new Map(list.map((u) => [u.item_id, u])).values()].sort((x, y) => (x.item_id < y.item_id ? -1 : 1));
+    const ids = unique.map((u) => u.item_id);
+    const values = valuesByItem(unique, ['provider_ref', 'status', 'error_reason']);
     const applied = await withTransaction(pool, async (client) => {
       // From resolved first, then from submitted: an item moves resolved → submitted meanwhile at
       // most, so the second statement still finds it.
@@ -220,7 +222,7 @@ export async function applyCallbacks(pool: Pool, updates: CallbackUpdate[], logg
                   provider_ref = coalesce(i.provider_ref, ${value('provider_ref')}), updated_at = now()
             WHERE ${BY_ITEM} AND i.status = $4 AND (i.provider_ref IS NULL OR i.provider_ref = ${value('provider_ref')})
            RETURNING i.status AS new, i.item_id`,
-          [jobId, unique.map((u) => u.item_id), valuesByItem(unique, ['provider_ref', 'status', 'error_reason']), from]);
+          [jobId, ids, values, from]);
         moved.push(...rows.map((r) => ({ ...r, old: from })));
       }
       if (moved.length) await moveCounters(client, jobId, deltaOf(moved.map((r) => ({ ...r, n: 1 }))));
@@ -234,7 +236,7 @@ export async function applyCallbacks(pool: Pool, updates: CallbackUpdate[], logg
     logger.warn({ ignored, malformed_keys: malformed.slice(0, 10), provider_refs: ignoredRefs.slice(0, 10) },
       'voice callback updates ignored: unknown item or ref, or item already final');
   }
-  return { accepted, ignored };
+  return { accepted, ignored, jobIds: [...byJob.keys()] };
 }
 
 /** A resolved item of an export job with its encrypted identity. */
