@@ -5,6 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
+import os from 'node:os';
 import v8 from 'node:v8';
 import { Logger as WorkerLogger, parseCrontab, run, type Runner, type TaskList, type WorkerEvents, type WorkerPool } from 'graphile-worker';
 import type { PlatformContext } from '../lib/context.ts';
@@ -30,13 +31,15 @@ export interface WorkerHandle {
 export const WORKER_HEAP_GROWING_PERCENT = 100;
 
 /**
- * Starts a runner with `concurrency` (default WORKER_CONCURRENCY) parallel jobs. Sets the
+ * Starts a runner with `concurrency` (default WORKER_CONCURRENCY) parallel jobs, its thread at
+ * nice WORKER_NICE (`yieldCpu`). Sets the
  * process's V8 heap growth to WORKER_HEAP_GROWING_PERCENT (a process-wide flag, read by V8 at each
  * full collection; in `ldp start` it also bounds the services' heap).
  */
 export async function startWorker(ctx: PlatformContext, options: { concurrency?: number; taskList?: TaskList } = {}): Promise<WorkerHandle> {
   v8.setFlagsFromString(`--heap-growing-percent=${WORKER_HEAP_GROWING_PERCENT}`);
   const log = ctx.logger.child({ component: 'worker' });
+  yieldCpu(ctx.config.WORKER_NICE, log);
   const logger = new WorkerLogger((scope) => (level, message, meta) => {
     const method = level === 'warning' ? 'warn' : level;
     log[method]({ ...scope, ...meta }, message);
@@ -91,6 +94,23 @@ export async function startWorker(ctx: PlatformContext, options: { concurrency?:
       return stopping;
     },
   };
+}
+
+/**
+ * Lowers the calling thread's CPU priority to nice value `nice` (setpriority(2) through
+ * `os.setPriority`; never raises it, which would need privilege). On Linux the nice value belongs
+ * to the thread, so under `ldp start` only the worker's thread yields and the services' main
+ * thread keeps its priority. Why: on a machine the worker shares with the services, a voice
+ * dispatch or a bulk upload keeps the cores busy, and request handling — a poll of the job's
+ * status among them — should not wait behind it for a core (docs/decisions.md, "Voice campaigns").
+ * A platform that refuses is logged at warn and the worker runs as it is.
+ */
+function yieldCpu(nice: number, log: PlatformContext['logger']): void {
+  try {
+    if (os.getPriority() < nice) os.setPriority(nice);
+  } catch (err) {
+    log.warn({ err, nice }, 'could not lower the worker\'s CPU priority (WORKER_NICE)');
+  }
 }
 
 /**

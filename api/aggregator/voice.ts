@@ -102,8 +102,9 @@ const ANSWERED_PAGES = 64;
 
 /**
  * When this process last applied provider callbacks to each job (`performance.now()` ms), per
- * context: a page read begun before then is not reused, so the sender of a callback — and a
- * poller of the same process — sees its effect at once.
+ * context: a page read begun before then is read again at once, in the background, so a poller
+ * sees a callback's effect one read later instead of up to VOICE_POLL_MAX_AGE_MS later, and no
+ * poll waits for that read (callbacks come ~10 times a second while a job dispatches).
  */
 const callbacksApplied = new WeakMap<PlatformContext, LRUCache<string, number>>();
 const callbackTimes = (ctx: PlatformContext) => {
@@ -213,7 +214,7 @@ export function voiceRoutes(ctx: PlatformContext): Router {
   // Pages (`<org>:<job>:<after seq>:<limit>`) answer for up to VOICE_POLL_MAX_AGE_MS without
   // PostgreSQL, re-read in the background past a quarter of it, one read per page at a time
   // (lib/platform/read-cache.ts); a page read before this process last applied a callback to its
-  // job is read again. So a page polled hundreds of times a second costs PostgreSQL a few
+  // job is read again at once, in the background. So a page polled hundreds of times a second costs PostgreSQL a few
   // statements a second, and a poll rarely waits on PostgreSQL while dispatch keeps it busy
   // (docs/decisions.md, "Voice campaigns").
   const pages = new ReadCache<Page>({

@@ -30,17 +30,19 @@ export class ReadCache<V extends object> {
   }
 
   /**
-   * The value of `key`: the held one when read less than `maxAgeMs` ago and after `readSince` (a
-   * `performance.now()` time, e.g. of a change this process made), starting a background read past
-   * a quarter of `maxAgeMs`; else the answer of a read (shared with the calls meanwhile).
+   * The value of `key`: the held one when read less than `maxAgeMs` ago, starting a background
+   * read past a quarter of `maxAgeMs` or when it was read before `changedSince` (a
+   * `performance.now()` time, e.g. of a change this process made, so the change shows within one
+   * read without any caller waiting for it); else the answer of a read (shared with the calls
+   * meanwhile).
    * @throws what `read` throws, to the calls that wait for that read.
    */
-  get(key: string, readSince = -Infinity): V | Promise<V | undefined> {
+  get(key: string, changedSince = -Infinity): V | Promise<V | undefined> {
     const held = this.#held.get(key);
     const age = held ? performance.now() - held.readAt : Infinity;
-    if (!held || age >= this.#options.maxAgeMs || held.readAt <= readSince) return this.#read(key);
+    if (!held || age >= this.#options.maxAgeMs) return this.#read(key);
     // A failed background read is not this call's: the next call that waits for a read gets it.
-    if (age >= this.#options.maxAgeMs / 4 && !this.#reads.has(key)) this.#read(key).catch(() => undefined);
+    if ((age >= this.#options.maxAgeMs / 4 || held.readAt <= changedSince) && !this.#reads.has(key)) this.#read(key).catch(() => undefined);
     return held.value;
   }
 

@@ -3,6 +3,8 @@
  * `ldp health`, the containers' healthcheck: real processes, real database, real heartbeats.
  */
 import type { ChildProcess } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import os from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runLdp, spawnLdp, spawnLdpUntil, stopChild } from '../helpers/cli.ts';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.ts';
@@ -96,6 +98,10 @@ describe('ldp health --worker', { timeout: 120_000 }, () => {
       worker.on('exit', (code) => reject(new Error(`ldp worker exited with ${code}`)));
     });
     expect(await runLdp(['health', '--worker'], env)).toMatchObject({ code: 0, stdout: 'healthy\n' });
+    // Its jobs yield the CPU to request handling: the worker's thread runs at WORKER_NICE (default 10,
+    // or this test's own nice value when that is lower already; proc(5) /proc/PID/stat, the 19th field).
+    const stat = await readFile(`/proc/${worker.pid}/stat`, 'utf8');
+    expect(Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16])).toBe(Math.max(10, os.getPriority()));
 
     // A worker elsewhere does not make this host's worker healthy.
     await platform.ctx.pool.query(`UPDATE platform.worker_heartbeats SET hostname = 'another-container'`);
