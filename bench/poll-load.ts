@@ -1,7 +1,8 @@
 /**
  * The load generator of `bench:voice`, run as its own process so that the benchmark's other work
  * (job counts every 50 ms, RSS samples) never delays a send or the reading of an answer:
- * `node --import tsx bench/poll-load.ts '{"url", "headers", "rate", "seconds"}'` polls `url` with
+ * `node --import tsx bench/poll-load.ts '{"url", "headers", "rate", "seconds", "warmup"}'` prints `warm` once warmed up
+ * (see `Options`), then polls `url` with
  * loadtest's constant rate — a request every 1/rate s on a free keep-alive connection (a new one
  * when all are busy), whether or not earlier answers have come, each latency from its scheduled
  * send (no coordinated omission) — and prints one JSON line: requests, rate achieved, non-2xx,
@@ -10,7 +11,13 @@
  */
 import { loadTest, type LoadTestOptions, type LoadTestResult } from 'loadtest';
 
-interface Options { url: string; headers: Record<string, string>; rate: number; seconds: number }
+/**
+ * `url`: what to poll; when absent, read from the first line of standard input once the warm-up
+ * is done (so the process can start, and warm up, before the job to poll exists). `warmup`: polled
+ * first at the same rate, answers discarded, so that neither this process's start (module loading,
+ * JIT) nor its first connections count as the service's latency.
+ */
+interface Options { url?: string; headers: Record<string, string>; rate: number; seconds: number; warmup?: { url: string; seconds: number } }
 
 // loadtest 8 answers a promise when called without a callback (its README); its typings predate that.
 const runLoadTest = loadTest as unknown as (options: LoadTestOptions) => Promise<LoadTestResult>;
@@ -23,6 +30,18 @@ function percentile(values: number[], p: number): number {
 }
 
 const options = JSON.parse(process.argv[2]) as Options;
+if (options.warmup) {
+  await runLoadTest({ url: options.warmup.url, headers: options.headers, requestsPerSecond: options.rate, maxSeconds: options.warmup.seconds, agentKeepAlive: true, quiet: true });
+}
+process.stdout.write('warm\n');
+const url = options.url ?? await new Promise<string>((resolve) => {
+  let input = '';
+  process.stdin.on('data', (chunk: Buffer) => {
+    input += chunk.toString();
+    if (input.includes('\n')) resolve(input.slice(0, input.indexOf('\n')).trim());
+  });
+});
+process.stdin.destroy();
 const latencies: number[] = [];
 const started = Date.now();
 /** Latencies by the second (from the start) in which each request was scheduled. */
@@ -30,7 +49,7 @@ const bySecond: number[][] = [];
 let non2xx = 0;
 let errors = 0;
 const result = await runLoadTest({
-  url: options.url, headers: options.headers, requestsPerSecond: options.rate, maxSeconds: options.seconds, agentKeepAlive: true, quiet: true,
+  url, headers: options.headers, requestsPerSecond: options.rate, maxSeconds: options.seconds, agentKeepAlive: true, quiet: true,
   statusCallback: (_error: unknown, answer?: { requestElapsed: number; statusCode: number }) => {
     if (!answer) { errors++; return; }
     latencies.push(answer.requestElapsed);

@@ -21,6 +21,8 @@ export interface PlatformContext {
   config: Config;
   logger: Logger;
   pool: Pool;
+  /** The connection string `pool` was opened with (for a worker thread's own pool). */
+  databaseUrl: string;
   network: Network;
   storage: ObjectStorage;
   mailer: Mailer;
@@ -37,7 +39,9 @@ export interface PlatformContext {
    * later calls return the same one. Rejects when EMBEDDING_PROVIDER=transformers cannot load.
    */
   embeddings(): Promise<EmbeddingProvider>;
-  /** Releases the embedding model (if one was loaded) and closes the pool. */
+  /** Registers `fn` to run on `close`, before the pool closes (e.g. to stop a thread a service started). */
+  onClose(fn: () => Promise<void>): void;
+  /** Runs what `onClose` registered, releases the embedding model (if one was loaded) and closes the pool. */
   close(): Promise<void>;
 }
 
@@ -53,13 +57,14 @@ export async function createContext(config: Config, databaseUrl: string, logger:
   const internalApiKey = config.INTERNAL_API_KEY
     ?? await readOrCreateSecret(config.dataDirPath, 'internal-api.key', () => `ldp_internal_${randomBytes(32).toString('base64url')}`);
   const pool = createPool(databaseUrl, config.DATABASE_POOL_SIZE);
+  const closers: (() => Promise<void>)[] = [];
   const metrics = createMetrics();
   metrics.gauge('worker_queue_depth', 'graphile-worker jobs waiting to run (due, not locked), by task.', ['task'],
     async () => (await queueDepth(pool)).map(({ task, jobs }) => ({ labels: { task }, value: jobs })));
   let embeddings: Promise<EmbeddingProvider> | undefined;
   try {
     return {
-      config, logger, pool, network,
+      config, logger, pool, databaseUrl, network,
       storage: await createStorage(config),
       mailer: createMailer(config),
       pii: createPiiCrypto(Buffer.from(piiKey, 'base64')),
@@ -68,7 +73,9 @@ export async function createContext(config: Config, databaseUrl: string, logger:
       internalApiKey,
       urls: serviceUrls(config),
       embeddings: () => (embeddings ??= createEmbeddingProvider(config, logger)),
+      onClose: (fn) => { closers.push(fn); },
       async close() {
+        await Promise.all(closers.splice(0).map((fn) => fn()));
         await embeddings?.then((provider) => provider.dispose(), () => {});
         await pool.end();
       },

@@ -5,10 +5,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import os from 'node:os';
 import v8 from 'node:v8';
 import { Logger as WorkerLogger, parseCrontab, run, type Runner, type TaskList, type WorkerEvents, type WorkerPool } from 'graphile-worker';
 import type { PlatformContext } from '../lib/context.ts';
+import { lowerSessionPriority, lowerThreadPriority } from '../lib/platform/priority.ts';
 import { requestIdOfPayload, runWithRequestId } from '../lib/platform/request-context.ts';
 import { crontab } from './crontab.ts';
 import { startHeartbeat } from './heartbeat.ts';
@@ -31,15 +31,15 @@ export interface WorkerHandle {
 export const WORKER_HEAP_GROWING_PERCENT = 100;
 
 /**
- * Starts a runner with `concurrency` (default WORKER_CONCURRENCY) parallel jobs, its thread at
- * nice WORKER_NICE (`yieldCpu`). Sets the
+ * Starts a runner with `concurrency` (default WORKER_CONCURRENCY) parallel jobs, its thread and
+ * database sessions at nice BACKGROUND_NICE. Sets the
  * process's V8 heap growth to WORKER_HEAP_GROWING_PERCENT (a process-wide flag, read by V8 at each
  * full collection; in `ldp start` it also bounds the services' heap).
  */
 export async function startWorker(ctx: PlatformContext, options: { concurrency?: number; taskList?: TaskList } = {}): Promise<WorkerHandle> {
   v8.setFlagsFromString(`--heap-growing-percent=${WORKER_HEAP_GROWING_PERCENT}`);
   const log = ctx.logger.child({ component: 'worker' });
-  yieldCpu(ctx.config.WORKER_NICE, log);
+  yieldCpu(ctx, log);
   const logger = new WorkerLogger((scope) => (level, message, meta) => {
     const method = level === 'warning' ? 'warn' : level;
     log[method]({ ...scope, ...meta }, message);
@@ -96,21 +96,14 @@ export async function startWorker(ctx: PlatformContext, options: { concurrency?:
   };
 }
 
-/**
- * Lowers the calling thread's CPU priority to nice value `nice` (setpriority(2) through
- * `os.setPriority`; never raises it, which would need privilege). On Linux the nice value belongs
- * to the thread, so under `ldp start` only the worker's thread yields and the services' main
- * thread keeps its priority. Why: on a machine the worker shares with the services, a voice
- * dispatch or a bulk upload keeps the cores busy, and request handling — a poll of the job's
- * status among them — should not wait behind it for a core (docs/decisions.md, "Voice campaigns").
- * A platform that refuses is logged at warn and the worker runs as it is.
- */
-function yieldCpu(nice: number, log: PlatformContext['logger']): void {
+/** Background priority (lib/platform/priority.ts): the worker's thread and its database sessions run at BACKGROUND_NICE. */
+function yieldCpu(ctx: PlatformContext, log: PlatformContext['logger']): void {
   try {
-    if (os.getPriority() < nice) os.setPriority(nice);
+    lowerThreadPriority(ctx.config.BACKGROUND_NICE);
   } catch (err) {
-    log.warn({ err, nice }, 'could not lower the worker\'s CPU priority (WORKER_NICE)');
+    log.warn({ err, nice: ctx.config.BACKGROUND_NICE }, 'could not lower the worker\'s CPU priority (BACKGROUND_NICE)');
   }
+  lowerSessionPriority(ctx.pool, ctx.config.BACKGROUND_NICE);
 }
 
 /**

@@ -17,7 +17,6 @@ import { pipeline } from 'node:stream/promises';
 import express, { Router, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
-import { applyCallbacks } from '../../lib/aggregator/voice/dispatch.ts';
 import {
   COUNT_NAMES, createVoiceJob, listVoiceJobs, loadVoiceJob, pollVoiceJob, requestHash, toJobJson, VOICE_CHANNELS, type PolledJob,
 } from '../../lib/aggregator/voice/jobs.ts';
@@ -33,14 +32,13 @@ import { JSON_TYPES } from '../http/service-app.ts';
 import { API_EXAMPLES } from '../http/openapi.ts';
 import type { RouteDoc } from '../http/route-doc.ts';
 import { parse, PG_INT_MAX } from '../http/validation.ts';
+import { voiceCallbackThread } from './voice-callback-thread.ts';
 
 export const VOICE_JOBS_PATH = '/v1/campaign/voice';
 export const VOICE_CALLBACKS_PATH = '/v1/campaign/voice/callbacks';
 /** Largest callback body: 10,000 updates of ~200 bytes. */
 const CALLBACK_MAX_BYTES = 4 * 1024 * 1024;
 const MAX_ITEMS = 100_000;
-/** Callback batches applied at once by one service process. */
-const CALLBACKS_AT_ONCE = 2;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 // RFC 9110 token-ish: visible ASCII, as the Idempotency-Key draft (draft-ietf-httpapi-idempotency-key-header) allows.
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
@@ -126,11 +124,8 @@ function jobIdParam(req: Request, next: NextFunction): string | undefined {
 export function voiceJsonParsers(ctx: PlatformContext): Record<string, RequestHandler> {
   return {
     [VOICE_JOBS_PATH]: express.json({ limit: ctx.config.VOICE_JOB_MAX_BODY_BYTES, type: JSON_TYPES }),
-    // The signature covers the exact bytes received.
-    [VOICE_CALLBACKS_PATH]: express.json({
-      limit: CALLBACK_MAX_BYTES, type: JSON_TYPES,
-      verify: (req, _res, buf) => { (req as Request & { rawBody?: Buffer }).rawBody = buf; },
-    }),
+    // The signature covers the exact bytes received; the callbacks' thread parses them.
+    [VOICE_CALLBACKS_PATH]: express.raw({ limit: CALLBACK_MAX_BYTES, type: JSON_TYPES }),
   };
 }
 
@@ -138,36 +133,18 @@ export function voiceJsonParsers(ctx: PlatformContext): Record<string, RequestHa
 export function voiceCallbackRoutes(ctx: PlatformContext): Router {
   const router = Router();
   let secret: Promise<string> | undefined;
-  const log = ctx.logger.child({ component: 'voice-callbacks' });
   const appliedAt = callbackTimes(ctx);
-  let running = 0;
-  const waiting: (() => void)[] = [];
-  const acquire = async () => {
-    if (running < CALLBACKS_AT_ONCE) running++;
-    else await new Promise<void>((resolve) => waiting.push(resolve));
-  };
-  const release = () => {
-    const next = waiting.shift();
-    if (next) next();
-    else running--;
-  };
+  const apply = voiceCallbackThread(ctx);
   router.post(VOICE_CALLBACKS_PATH, async (req, res) => {
-    const raw = (req as Request & { rawBody?: Buffer }).rawBody;
+    const raw = Buffer.isBuffer(req.body) ? req.body : undefined;
     if (!raw || !verifySignature(await (secret ??= voiceProviderSecret(ctx.config)), req.header(SIGNATURE_HEADER), raw)) {
       throw new HttpError(401, `Missing, stale or invalid ${SIGNATURE_HEADER} header: callbacks must be signed with VOICE_PROVIDER_SECRET`, { code: 'invalid_signature' });
     }
-    const body = parse(providerCallbackSchema, req.body);
-    // Callbacks of one job serialise on its counters anyway: a few at a time keep the pool's
-    // connections free for the pollers instead of queueing on the job row.
-    await acquire();
-    try {
-      const { accepted, ignored, jobIds } = await applyCallbacks(ctx.pool, body.updates, log);
-      const now = performance.now();
-      for (const jobId of jobIds) appliedAt.set(jobId, now);
-      res.json({ accepted, ignored });
-    } finally {
-      release();
-    }
+    // Parsed, validated and applied off this event loop, at background priority (the thread's module).
+    const { accepted, ignored, jobIds } = await apply(raw);
+    const now = performance.now();
+    for (const jobId of jobIds) appliedAt.set(jobId, now);
+    res.json({ accepted, ignored });
   });
   return router;
 }

@@ -11,6 +11,7 @@ import type { PlatformContext } from '../../lib/context.ts';
 import { runWithRequestId } from '../../lib/platform/request-context.ts';
 import { errorBody, HttpError, type ErrorShape } from './errors.ts';
 import { metricsRoute, observeRequests } from './metrics.ts';
+import { refuseNulInBody } from './validation.ts';
 
 export type ServiceName = 'signals' | 'search' | 'aggregator';
 
@@ -63,44 +64,22 @@ export function createServiceApp(ctx: PlatformContext, service: ServiceName, opt
 /**
  * 400 for a NUL character in the URL, the query or a JSON body (value or key), naming where:
  * no field takes one, and PostgreSQL cannot store one in text (it answered 500 before; issue 15's
- * schema fuzzer). Form and multipart bodies are checked by the routes that parse them (`hasNul`).
+ * schema fuzzer). Form and multipart bodies, and raw ones (a Buffer), are checked by the routes
+ * that parse them (`hasNul`, `refuseNulInBody`).
  */
 const refuseNul: RequestHandler = (req, _res, next) => {
   if (/%00/i.test(req.originalUrl)) {
     next(new HttpError(400, 'The URL contains a NUL character (%00); no path segment or query parameter accepts one', { code: 'invalid_request' }));
     return;
   }
-  const field = nulPath(req.body);
-  if (field !== undefined) {
-    next(new HttpError(400, `Invalid request body: ${field} contains a NUL character (\\u0000), which no field accepts`, {
-      code: 'invalid_request', fields: { [field]: ['contains a NUL character'] },
-    }));
+  try {
+    refuseNulInBody(req.body);
+  } catch (err) {
+    next(err);
     return;
   }
   next();
 };
-
-/**
- * The dotted path of the first string or key holding a NUL character in `value` (`(root)` for the
- * value itself), or undefined. Walks iteratively: a body is at most HTTP_BODY_LIMIT bytes, but may
- * be deep.
- */
-export function nulPath(value: unknown): string | undefined {
-  const stack: [unknown, string][] = [[value, '']];
-  while (stack.length) {
-    const [v, path] = stack.pop()!;
-    if (typeof v === 'string') {
-      if (v.includes('\0')) return path || '(root)';
-    } else if (v !== null && typeof v === 'object') {
-      for (const [k, child] of Object.entries(v)) {
-        const at = path ? `${path}.${k}` : k;
-        if (k.includes('\0')) return at;
-        stack.push([child, at]);
-      }
-    }
-  }
-  return undefined;
-}
 
 /** 415 for a body that is neither JSON nor multipart (multipart routes check their own type), HTML form pages excepted. */
 const requireKnownContentType: RequestHandler = (req, _res, next) => {

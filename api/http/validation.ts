@@ -32,3 +32,39 @@ export function parse<S extends z.ZodType>(schema: S, value: unknown, what = 're
   const fields = fieldErrors(result.error);
   throw new HttpError(400, `Invalid ${what}: ${summarise(fields)}`, { code: 'invalid_request', fields });
 }
+
+/**
+ * The dotted path of the first string or key holding a NUL character in `value` (`(root)` for the
+ * value itself), or undefined. Walks iteratively: a body is at most HTTP_BODY_LIMIT bytes, but may
+ * be deep. Binary values (a raw body's Buffer) are not fields: skipped.
+ */
+export function nulPath(value: unknown): string | undefined {
+  const stack: [unknown, string][] = [[value, '']];
+  while (stack.length) {
+    const [v, path] = stack.pop()!;
+    if (ArrayBuffer.isView(v)) continue;
+    if (typeof v === 'string') {
+      if (v.includes('\0')) return path || '(root)';
+    } else if (v !== null && typeof v === 'object') {
+      for (const [k, child] of Object.entries(v)) {
+        const at = path ? `${path}.${k}` : k;
+        if (k.includes('\0')) return at;
+        stack.push([child, at]);
+      }
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Refuses a parsed JSON body holding a NUL character in a value or key: no field takes one, and
+ * PostgreSQL cannot store one in text.
+ * @throws HttpError 400 `invalid_request` naming the field (`nulPath`).
+ */
+export function refuseNulInBody(body: unknown): void {
+  const field = nulPath(body);
+  if (field === undefined) return;
+  throw new HttpError(400, `Invalid request body: ${field} contains a NUL character (\\u0000), which no field accepts`, {
+    code: 'invalid_request', fields: { [field]: ['contains a NUL character'] },
+  });
+}

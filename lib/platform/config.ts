@@ -50,8 +50,11 @@ export const configSchema = z.object({
   SEARCH_TIMEOUT_MS: positiveInt.default(2000),
 
   WORKER_CONCURRENCY: positiveInt.default(2),
-  /** The worker thread's nice value (setpriority(2), 0-19): background jobs yield the CPU to request handling. */
-  WORKER_NICE: z.coerce.number().int().min(0).max(19).default(10),
+  /**
+   * Nice value (setpriority(2), 0-19) of background work — the worker's thread, and where PostgreSQL
+   * runs on this host the worker's sessions and those applying voice callbacks — so it yields the CPU to request handling.
+   */
+  BACKGROUND_NICE: z.coerce.number().int().min(0).max(19).default(10),
   SHUTDOWN_TIMEOUT_MS: positiveInt.default(30_000),
 
   JWT_ISSUER: z.string().min(1).default('urn:ldp:built-in-issuer'),

@@ -274,5 +274,15 @@ describe('POST /v1/campaign/voice/callbacks', () => {
     const bad = await request(platform.url('aggregator')).post(path).set('content-type', 'application/json')
       .set('x-voice-signature', signBody(PROVIDER_SECRET, malformed)).send(malformed);
     expect(bad.status).toBe(400);
+    expectShapeC(bad.body, 'invalid_request');
+    expect(JSON.stringify(bad.body)).toContain('updates.0.status');
+    // Parsed in the callbacks' thread: signed bytes that are not JSON, or a NUL in a value, are 400 too, never 500.
+    for (const [raw, code, field] of [['{"updates": [', 'invalid_json', ''], [JSON.stringify({ updates: [{ ...update, provider_ref: 'vc_\u0000' }] }), 'invalid_request', 'updates.0.provider_ref']]) {
+      const res = await request(platform.url('aggregator')).post(path).set('content-type', 'application/json')
+        .set('x-voice-signature', signBody(PROVIDER_SECRET, raw)).send(raw);
+      expect(res.status, raw).toBe(400);
+      expectShapeC(res.body, code);
+      expect(JSON.stringify(res.body)).toContain(field);
+    }
   });
 });

@@ -98,7 +98,7 @@ describe('ldp health --worker', { timeout: 120_000 }, () => {
       worker.on('exit', (code) => reject(new Error(`ldp worker exited with ${code}`)));
     });
     expect(await runLdp(['health', '--worker'], env)).toMatchObject({ code: 0, stdout: 'healthy\n' });
-    // Its jobs yield the CPU to request handling: the worker's thread runs at WORKER_NICE (default 10,
+    // Its jobs yield the CPU to request handling: the worker's thread runs at BACKGROUND_NICE (default 10,
     // or this test's own nice value when that is lower already; proc(5) /proc/PID/stat, the 19th field).
     const stat = await readFile(`/proc/${worker.pid}/stat`, 'utf8');
     expect(Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16])).toBe(Math.max(10, os.getPriority()));
