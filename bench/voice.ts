@@ -82,21 +82,12 @@ type PollResult = { target_rate: number; seconds: number; requests: number; rate
  * open loop), so that this process's own work never delays the load; autocannon, used before,
  * limits its rate per connection and per second (bursts, not a rate: docs/decisions.md, "Voice
  * campaigns"). It warms up for 2 s on `warmupUrl` (its start and JIT are not the service's
- * latency), then `poll(url)` polls `url` at POLL_RATE requests/s for `seconds`. Where this process
- * may (root), the load generator runs at nice -10: it stands for clients on other machines, so its
- * own wait for one of the two cores the platform saturates is not the service's latency (reported
- * in `load_generator_nice`).
+ * latency), then `poll(url)` polls `url` at POLL_RATE requests/s for `seconds`. It shares the
+ * cores with the platform on equal terms (nice 0).
  */
-async function startPoller(warmupUrl: string, headers: Record<string, string>, seconds: number): Promise<{ nice: number; poll(url: string): Promise<PollResult> }> {
+async function startPoller(warmupUrl: string, headers: Record<string, string>, seconds: number): Promise<{ poll(url: string): Promise<PollResult> }> {
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(repo, 'bench/poll-load.ts'), JSON.stringify({ headers, rate: POLL_RATE, seconds, warmup: { url: warmupUrl, seconds: 2 } })],
     { cwd: repo, stdio: ['pipe', 'pipe', 'inherit'] });
-  let nice = 0;
-  try {
-    os.setPriority(child.pid!, -10);
-    nice = -10;
-  } catch {
-    // Not permitted: it shares the cores on equal terms.
-  }
   let out = '';
   child.stdout!.on('data', (chunk: Buffer) => { out += chunk.toString(); });
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
@@ -106,7 +97,6 @@ async function startPoller(warmupUrl: string, headers: Record<string, string>, s
     await sleep(20);
   }
   return {
-    nice,
     async poll(url) {
       child.stdin!.end(`${url}\n`);
       const code = await exited;
@@ -278,7 +268,6 @@ async function main(): Promise<void> {
       cpu_seconds_until_final: cpu,
       counts: { sent: job.sent, failed: job.failed, skipped_not_owned: job.skipped_not_owned, skipped_no_contact: job.skipped_no_contact, duplicate_active: job.duplicate_active },
       provider_calls: keys.length, provider_distinct_keys: new Set(keys).size,
-      load_generator_nice: poller.nice,
       poll_while_dispatching: { ...during, overlapped_dispatch_seconds: Number(Math.min(seconds - createSeconds, POLL_SECONDS).toFixed(1)), job_progress: progress },
       poll_after_settled: settled,
       /** BENCH_PG_STATEMENTS=1: PostgreSQL's costliest statements from create to all items final. */
