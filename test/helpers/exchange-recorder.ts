@@ -51,7 +51,7 @@ export function recordExchanges(server: Server, service: ServiceName, sink: Exch
         path: url.pathname,
         query: Object.fromEntries(url.searchParams),
         requestContentType: req.headers['content-type'],
-        requestBody: (req as IncomingMessage & { body?: unknown }).body,
+        requestBody: parsedBody(req as IncomingMessage & { body?: unknown }),
         status: res.statusCode,
         responseContentType: contentType === undefined ? undefined : String(contentType),
         responseBody: Buffer.concat(chunks),
@@ -60,4 +60,14 @@ export function recordExchanges(server: Server, service: ServiceName, sink: Exch
   };
   server.prependListener('request', listener);
   return () => server.removeListener('request', listener);
+}
+
+/** The request body as the route saw it; a raw JSON body (a Buffer, e.g. the voice callbacks') parsed. */
+function parsedBody(req: IncomingMessage & { body?: unknown }): unknown {
+  if (!Buffer.isBuffer(req.body) || !/json/.test(req.headers['content-type'] ?? '')) return req.body;
+  try {
+    return JSON.parse(req.body.toString('utf8'));
+  } catch {
+    return req.body.toString('utf8');
+  }
 }
