@@ -30,12 +30,18 @@ export interface WorkerHandle {
 export const WORKER_HEAP_GROWING_PERCENT = 100;
 
 /**
- * Starts a runner with `concurrency` (default WORKER_CONCURRENCY) parallel jobs. Sets the
- * process's V8 heap growth to WORKER_HEAP_GROWING_PERCENT (a process-wide flag, read by V8 at each
- * full collection; in `ldp start` it also bounds the services' heap).
+ * Sets the process's V8 heap growth to WORKER_HEAP_GROWING_PERCENT: a process-wide flag, read by V8
+ * at each full collection, so it works after start (`--max-old-space-size` does not). For a
+ * process that is only a worker (`ldp worker`): in `ldp start` it would also bound the services'
+ * heap, which cost that process ~10 % more CPU per uploaded row (docs/decisions.md "Bulk
+ * onboarding II"), and `ldp start` has no memory target of its own.
  */
-export async function startWorker(ctx: PlatformContext, options: { concurrency?: number; taskList?: TaskList } = {}): Promise<WorkerHandle> {
+export function limitHeapGrowth(): void {
   v8.setFlagsFromString(`--heap-growing-percent=${WORKER_HEAP_GROWING_PERCENT}`);
+}
+
+/** Starts a runner with `concurrency` (default WORKER_CONCURRENCY) parallel jobs. */
+export async function startWorker(ctx: PlatformContext, options: { concurrency?: number; taskList?: TaskList } = {}): Promise<WorkerHandle> {
   const log = ctx.logger.child({ component: 'worker' });
   const logger = new WorkerLogger((scope) => (level, message, meta) => {
     const method = level === 'warning' ? 'warn' : level;
