@@ -87,6 +87,9 @@ const refuseNul: RequestHandler = (req, _res, next) => {
  * be deep.
  */
 export function nulPath(value: unknown): string | undefined {
+  // Almost no body holds one: a walk that builds no path first (a 1,000-item batch of signals has
+  // ~20,000 keys; building each key's path cost ~3 % of the service's CPU in bulk onboarding).
+  if (!holdsNul(value)) return undefined;
   const stack: [unknown, string][] = [[value, '']];
   while (stack.length) {
     const [v, path] = stack.pop()!;
@@ -101,6 +104,23 @@ export function nulPath(value: unknown): string | undefined {
     }
   }
   return undefined;
+}
+
+/** Whether some string or key in `value` holds a NUL character (nulPath's fast first pass). */
+function holdsNul(value: unknown): boolean {
+  const stack: unknown[] = [value];
+  while (stack.length) {
+    const v = stack.pop();
+    if (typeof v === 'string') {
+      if (v.includes('\0')) return true;
+    } else if (v !== null && typeof v === 'object') {
+      for (const k in v) {
+        if (k.includes('\0')) return true;
+        stack.push((v as Record<string, unknown>)[k]);
+      }
+    }
+  }
+  return false;
 }
 
 /** 415 for a body that is neither JSON nor multipart (multipart routes check their own type), HTML form pages excepted. */
