@@ -59,9 +59,11 @@ export async function startPlatform(config: Config, logger: Logger, databaseUrl:
     if (parts.worker === true && parts.services.length === 0) limitHeapGrowth();
     if (parts.worker === true) worker = await startWorker(ctx);
     const defaults = { signals: config.SIGNALS_PORT, aggregator: config.AGGREGATOR_PORT, search: config.SEARCH_PORT };
-    // The services' modules (Express, every route) are loaded only by a process that runs one.
-    const { startService } = parts.services.length ? await import('../api/server.ts') : { startService: undefined };
-    for (const name of parts.services) services.push(await startService!(ctx, name, parts.ports?.[name] ?? defaults[name]));
+    if (parts.services.length) {
+      // The services' modules (Express, every route) are loaded only by a process that runs one.
+      const { startService } = await import('../api/server.ts');
+      for (const name of parts.services) services.push(await startService(ctx, name, parts.ports?.[name] ?? defaults[name]));
+    }
     if (parts.worker === 'thread') workerThread = await startWorkerThread(databaseUrl, ctx.urls);
   } catch (err) {
     await stop().catch(() => {});
