@@ -7,10 +7,10 @@ import type { Network } from '../lib/network/config.ts';
 import { aggregatorServiceRouteDocs, createAggregatorApp } from './aggregator/app.ts';
 import type { RouteDoc } from './http/route-doc.ts';
 import { createSearchApp, searchServiceRouteDocs } from './search/app.ts';
-import type { ServiceName } from './http/service-app.ts';
+import type { ServiceName } from './service-names.ts';
 import { createSignalsApp, signalsServiceRouteDocs } from './signals/app.ts';
 
-export const SERVICES: ServiceName[] = ['signals', 'aggregator', 'search'];
+export { SERVICES } from './service-names.ts';
 
 const factories: Record<ServiceName, (ctx: PlatformContext) => Express> = {
   signals: createSignalsApp,

@@ -118,6 +118,8 @@ interface RunResult {
   cpu_seconds: CpuUsed;
   /** The same until the search indexing the run queued has drained. */
   cpu_seconds_with_search_indexing: CpuUsed;
+  /** PostgreSQL's WAL from the upload request to `completed`. */
+  wal: WalWritten;
   /** BENCH_PG_STATEMENTS=1: PostgreSQL's costliest statements up to `completed`, then up to the drained search indexing. */
   postgres_statements?: StatementCost[];
   postgres_statements_with_search_indexing?: StatementCost[];
@@ -128,6 +130,21 @@ interface RunResult {
   accounted: boolean;
   /** Time after `completed` until the worker's queue was empty (search indexing of the items). */
   search_indexing_after_completion_seconds: number;
+}
+
+/** PostgreSQL's write-ahead log up to `completed`: bytes, full-page images, requested checkpoints. */
+interface WalWritten { mb: number; full_page_images: number; checkpoints: number }
+
+/** WAL counters so far (pg_stat_wal, pg_stat_checkpointer: PostgreSQL 17). */
+async function walWritten(pool: PlatformHandle['ctx']['pool']): Promise<WalWritten> {
+  const { rows: [w] } = await pool.query<WalWritten>(
+    `SELECT wal_bytes::float8 / 1048576 AS mb, wal_fpi::int8::int AS full_page_images,
+            (SELECT (num_timed + num_requested)::int FROM pg_stat_checkpointer) AS checkpoints FROM pg_stat_wal`);
+  return w;
+}
+
+function walSince(before: WalWritten, now: WalWritten): WalWritten {
+  return { mb: Math.round(now.mb - before.mb), full_page_images: now.full_page_images - before.full_page_images, checkpoints: now.checkpoints - before.checkpoints };
 }
 
 interface CpuUsed { worker: number; services: number; postgres: number; total: number; per_1000_rows: number | null }
@@ -182,6 +199,7 @@ async function onboard(platform: PlatformHandle, workerEnv: NodeJS.ProcessEnv, c
     form.set('file', await openAsBlob(file), path.basename(file));
     const started = Date.now();
     await resetStatements(ctx.pool);
+    const walBefore = await walWritten(ctx.pool);
     const cpuBefore = { services: process.cpuUsage(), postgres: await postgresCpuSeconds(clusterDir), worker: (await cpuSeconds(worker.pid!)).own };
     /** CPU seconds used since `before` by the worker, the services (this process) and PostgreSQL, and per 1,000 rows once known. */
     const cpuSince = async (before: typeof cpuBefore) => {
@@ -222,6 +240,7 @@ async function onboard(platform: PlatformHandle, workerEnv: NodeJS.ProcessEnv, c
     // VmHWM also covers the worker's start (migrations, imports) and anything it did after the job.
     const rss = (await rssMb(worker.pid!)).peak;
     const cpuAtCompletion = await cpuSince(cpuBefore);
+    const walAtCompletion = walSince(walBefore, await walWritten(ctx.pool));
     const statementsAtCompletion = await topStatements(ctx.pool);
     const autovacuumAtCompletion = await autovacuumCpu(clusterDir);
     // Search indexing of the pushed items may still be queued: drained before the next run, so
@@ -246,6 +265,7 @@ async function onboard(platform: PlatformHandle, workerEnv: NodeJS.ProcessEnv, c
       worker_peak_rss_mb: Math.round(rss), worker_rss_sampled_max_mb: Math.round(rssSampled),
       cpu_seconds: cpuAtCompletion,
       cpu_seconds_with_search_indexing: cpu,
+      wal: walAtCompletion,
       ...(statementsAtCompletion ? {
         postgres_statements: statementsAtCompletion, postgres_statements_with_search_indexing: await topStatements(ctx.pool),
         autovacuum_cpu_seconds: autovacuumAtCompletion, autovacuum_cpu_seconds_with_search_indexing: await autovacuumCpu(clusterDir),

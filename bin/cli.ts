@@ -1,11 +1,10 @@
 /** The `ldp` command line (run as `npx ldp …` from the repository root). */
 import { Command } from 'commander';
-import { SERVICES } from '../api/server.ts';
+import { SERVICES } from '../api/service-names.ts';
 import { aggregatorApprove, aggregatorCreate, token } from './commands/aggregator.ts';
 import { fixturesSeekers } from './commands/fixtures.ts';
 import { keysCreate, keysList, keysRevoke } from './commands/keys.ts';
 import { health } from './commands/health.ts';
-import { openapi } from './commands/openapi.ts';
 import { parseServices, runPlatform } from './commands/start.ts';
 import { registerMappingCommands } from './commands/mapping.ts';
 import { upload } from './commands/upload.ts';
@@ -96,7 +95,9 @@ program.command('upload <file>')
 program.command('dashboard').description("print an aggregator's dashboard rollup per domain as a table").requiredOption('--aggregator <id>', 'aggregator id').option('--refresh', 'compute it now, even within DASHBOARD_TTL_SECONDS').option('--json', 'print JSON instead of a table').action(dashboard);
 program.command('export').description("write the decrypted profiles of an aggregator's participants as CSV").requiredOption('--aggregator <id>', 'aggregator id').requiredOption('--ids <file>', 'file of 1..1000 participant ids (one per line)').option('--domain <domain>', 'only participants of this domain').option('--out <file>', 'CSV file to write (default: stdout)').action(exportProfiles);
 registerMappingCommands(program);
-program.command('openapi').description('print a service\'s OpenAPI 3.1 document (no running instance needed)').requiredOption('--service <name>', SERVICES.join(', ')).option('--pretty', 'indent the JSON').action(openapi);
+program.command('openapi').description('print a service\'s OpenAPI 3.1 document (no running instance needed)').requiredOption('--service <name>', SERVICES.join(', ')).option('--pretty', 'indent the JSON')
+  // Loaded when asked for: it builds every service's routes, which no other command needs.
+  .action(async (opts) => (await import('./commands/openapi.ts')).openapi(opts));
 program.command('console').description('print a short-lived, single-use sign-in link for the operator console (/console/)').requiredOption('--aggregator <id>', 'aggregator id').option('--role <role>', 'admin, operator or viewer', 'admin').option('--ttl <duration>', 'how long the link may wait to be used (at most 1h)', '10m').option('--url <url>', 'aggregator base URL (default: AGGREGATOR_URL, else the running instance)').action(consoleLink);
 
 program.command('fixtures')

@@ -10,9 +10,9 @@ import type { Config } from '../lib/platform/config.ts';
 import { createContext, type PlatformContext } from '../lib/context.ts';
 import type { Logger } from '../lib/platform/logger.ts';
 import { migrate } from '../lib/platform/migrate.ts';
-import { startService, type RunningService } from '../api/server.ts';
+import type { RunningService } from '../api/server.ts';
 import type { ServiceName } from '../api/http/service-app.ts';
-import { startWorker, type WorkerHandle } from '../workers/runner.ts';
+import { limitHeapGrowth, startWorker, type WorkerHandle } from '../workers/runner.ts';
 
 export interface PlatformHandle {
   ctx: PlatformContext;
@@ -54,9 +54,16 @@ export async function startPlatform(config: Config, logger: Logger, databaseUrl:
     const applied = await migrate(ctx.pool);
     if (applied.length) logger.info({ applied }, 'migrations applied');
     for (const service of ['signals', 'search'] as const) await registerApiKey(ctx.pool, service, 'internal', ctx.internalApiKey);
+    // A process that is only a worker (`ldp worker`) bounds its heap's growth; where services share
+    // the process, the process-wide flag would cost them CPU (workers/runner.ts limitHeapGrowth).
+    if (parts.worker === true && parts.services.length === 0) limitHeapGrowth();
     if (parts.worker === true) worker = await startWorker(ctx);
     const defaults = { signals: config.SIGNALS_PORT, aggregator: config.AGGREGATOR_PORT, search: config.SEARCH_PORT };
-    for (const name of parts.services) services.push(await startService(ctx, name, parts.ports?.[name] ?? defaults[name]));
+    if (parts.services.length) {
+      // The services' modules (Express, every route) are loaded only by a process that runs one.
+      const { startService } = await import('../api/server.ts');
+      for (const name of parts.services) services.push(await startService(ctx, name, parts.ports?.[name] ?? defaults[name]));
+    }
     if (parts.worker === 'thread') workerThread = await startWorkerThread(databaseUrl, ctx.urls);
   } catch (err) {
     await stop().catch(() => {});

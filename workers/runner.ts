@@ -31,13 +31,21 @@ export interface WorkerHandle {
 export const WORKER_HEAP_GROWING_PERCENT = 100;
 
 /**
+ * Sets the process's V8 heap growth to WORKER_HEAP_GROWING_PERCENT: a process-wide flag, read by V8
+ * at each full collection, so it works after start (`--max-old-space-size` does not). For a
+ * process that is only a worker (`ldp worker`): in `ldp start` it would also bound the services'
+ * heap, which cost that process ~10 % more CPU per uploaded row (docs/decisions.md "Bulk
+ * onboarding II"), and `ldp start` has no memory target of its own.
+ */
+export function limitHeapGrowth(): void {
+  v8.setFlagsFromString(`--heap-growing-percent=${WORKER_HEAP_GROWING_PERCENT}`);
+}
+
+/**
  * Starts a runner with `concurrency` (default WORKER_CONCURRENCY) parallel jobs, its thread and
- * database sessions at nice BACKGROUND_NICE. Sets the
- * process's V8 heap growth to WORKER_HEAP_GROWING_PERCENT (a process-wide flag, read by V8 at each
- * full collection; in `ldp start` it also bounds the services' heap).
+ * database sessions at nice BACKGROUND_NICE.
  */
 export async function startWorker(ctx: PlatformContext, options: { concurrency?: number; taskList?: TaskList } = {}): Promise<WorkerHandle> {
-  v8.setFlagsFromString(`--heap-growing-percent=${WORKER_HEAP_GROWING_PERCENT}`);
   const log = ctx.logger.child({ component: 'worker' });
   yieldCpu(ctx, log);
   const logger = new WorkerLogger((scope) => (level, message, meta) => {

@@ -9,11 +9,12 @@ import express, { type ErrorRequestHandler, type Express, type RequestHandler } 
 import { pinoHttp } from 'pino-http';
 import type { PlatformContext } from '../../lib/context.ts';
 import { runWithRequestId } from '../../lib/platform/request-context.ts';
+import type { ServiceName } from '../service-names.ts';
 import { errorBody, HttpError, type ErrorShape } from './errors.ts';
 import { metricsRoute, observeRequests } from './metrics.ts';
 import { refuseNulInBody } from './validation.ts';
 
-export type ServiceName = 'signals' | 'search' | 'aggregator';
+export type { ServiceName };
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);

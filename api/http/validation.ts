@@ -39,13 +39,15 @@ export function parse<S extends z.ZodType>(schema: S, value: unknown, what = 're
  * be deep. Binary values (a raw body's Buffer) are not fields: skipped.
  */
 export function nulPath(value: unknown): string | undefined {
+  // Almost no body holds one: a walk that builds no path first (a 1,000-item batch of signals has
+  // ~20,000 keys; building each key's path cost ~3 % of the service's CPU in bulk onboarding).
+  if (!holdsNul(value)) return undefined;
   const stack: [unknown, string][] = [[value, '']];
   while (stack.length) {
     const [v, path] = stack.pop()!;
-    if (ArrayBuffer.isView(v)) continue;
     if (typeof v === 'string') {
       if (v.includes('\0')) return path || '(root)';
-    } else if (v !== null && typeof v === 'object') {
+    } else if (v !== null && typeof v === 'object' && !ArrayBuffer.isView(v)) {
       for (const [k, child] of Object.entries(v)) {
         const at = path ? `${path}.${k}` : k;
         if (k.includes('\0')) return at;
@@ -54,6 +56,23 @@ export function nulPath(value: unknown): string | undefined {
     }
   }
   return undefined;
+}
+
+/** Whether some string or key in `value` holds a NUL character (nulPath's fast first pass). */
+function holdsNul(value: unknown): boolean {
+  const stack: unknown[] = [value];
+  while (stack.length) {
+    const v = stack.pop();
+    if (typeof v === 'string') {
+      if (v.includes('\0')) return true;
+    } else if (v !== null && typeof v === 'object' && !ArrayBuffer.isView(v)) {
+      for (const k in v) {
+        if (k.includes('\0')) return true;
+        stack.push((v as Record<string, unknown>)[k]);
+      }
+    }
+  }
+  return false;
 }
 
 /**

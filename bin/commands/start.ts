@@ -8,7 +8,7 @@
 import { ConfigError, loadConfig } from '../../lib/platform/config.ts';
 import { removeInstance, writeInstance } from '../../lib/platform/instance.ts';
 import { createLogger } from '../../lib/platform/logger.ts';
-import { SERVICES } from '../../api/server.ts';
+import { SERVICES } from '../../api/service-names.ts';
 import type { ServiceName } from '../../api/http/service-app.ts';
 import { CliError } from '../command-context.ts';
 import { openDatabase } from '../database.ts';

@@ -14,7 +14,6 @@ import path from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { randomUUID } from 'node:crypto';
-import * as Minio from 'minio';
 import type { Config } from './config.ts';
 
 export interface ObjectInfo {
@@ -147,6 +146,9 @@ export const S3_PART_SIZE = 8 * 1024 * 1024;
  * @throws Error (from the client) when the endpoint or credentials are unusable.
  */
 export async function s3Storage(options: { endpoint: string; accessKey: string; secretKey: string; bucket: string; region: string }): Promise<ObjectStorage> {
+  // Loaded only here: the minio client and its dependencies are ~25 MB of RSS that a process on
+  // filesystem storage (the default) would carry for nothing (issue 17, the worker's memory).
+  const Minio = await import('minio');
   const url = new URL(options.endpoint);
   const useSSL = url.protocol === 'https:';
   const client = new Minio.Client({

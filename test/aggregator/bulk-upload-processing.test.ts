@@ -209,6 +209,22 @@ describe('encodings, quoting and XLSX', () => {
     expect(items.map((i) => i.item_state).find((s) => s.external_id === '733237')).toMatchObject({ category: 'Education', latitude: 29.6573681 });
   });
 
+  it('tells external ids apart by their text: "7" and "007" are two ids, a second "7" repeats the first', async () => {
+    const agg = await platform.aggregator({ types: ['provider'] });
+    const header = ['facility_id', 'name', 'category', 'district_name', 'state_name', 'latitude', 'longitude'];
+    const at = (id: string, name: string) => [id, name, 'Education', 'Kaithal', 'Haryana', '29.65', '76.54'];
+    const job = await onboard(platform, agg.token, {
+      participantType: 'provider',
+      file: csv(header, [at('7', 'A'), at('007', 'B'), at('7', 'C'), at('123456789012345678', 'D'), at('123456789012345678', 'E'), at('70', 'F')]),
+      columnMap: { facility_id: 'external_id', district_name: 'district', state_name: 'state' },
+    });
+    expect(job).toMatchObject({ status: 'completed', total_rows: 6, passed: 4, failed: 0, skipped: 2 });
+    const rows = await reportRows(agg, job.upload_id);
+    expect(rows.map((r) => [r.row_number, r.error_messages])).toEqual([
+      ['4', 'external_id repeats row 2 of this file'], ['6', 'external_id repeats row 5 of this file'],
+    ]);
+  });
+
   it('round-trips the CSV and XLSX templates: download, fill in, upload, every row passes', async () => {
     const agg = await platform.aggregator({ types: ['seeker'] });
     const auth = { authorization: `Bearer ${agg.token}` };

@@ -2,7 +2,6 @@
 import type { Readable } from 'node:stream';
 import { openCsvTable } from './csv-table.ts';
 import { DEFAULT_TABLE_LIMITS, withLimits, type Table, type TableFormat, type TableLimits } from './table.ts';
-import { openXlsxTable } from './xlsx-table.ts';
 
 /**
  * Opens a stored table. `open` returns a fresh stream of the stored file each call (it may be
@@ -13,5 +12,9 @@ import { openXlsxTable } from './xlsx-table.ts';
  *   itself pass through.
  */
 export async function openTable(open: () => Promise<Readable>, format: TableFormat, limits: TableLimits = DEFAULT_TABLE_LIMITS): Promise<Table> {
-  return withLimits(format === 'csv' ? await openCsvTable(open) : await openXlsxTable(open, limits), limits);
+  if (format === 'csv') return withLimits(await openCsvTable(open), limits);
+  // exceljs (with jszip, unzipper, archiver: ~20 MB of RSS) is loaded by the first workbook only,
+  // so a worker that onboards CSV never holds it (issue 17, the worker's memory).
+  const { openXlsxTable } = await import('./xlsx-table.ts');
+  return withLimits(await openXlsxTable(open, limits), limits);
 }
