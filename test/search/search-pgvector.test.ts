@@ -88,9 +88,9 @@ async function load(db: SqlRunner, data: Awaited<ReturnType<typeof rows>>) {
     const chunk = JSON.stringify(data.slice(i, i + 200));
     await db.query(
       `INSERT INTO search.items (item_id, item_network, item_domain, item_type, item_state, item_locations, created_at, source_updated_at,
-         lifecycle_status, search_text, content_hash, model_id, model_quantization, model_dimensions, embedding)
+         lifecycle_status, search_words, content_hash, model_id, model_quantization, model_dimensions, embedding)
        SELECT item_id, 'local-discovery', 'provider', 'facility', item_state, item_locations, created_at, created_at, lifecycle_status,
-              search_text, content_hash, $2, $3, $4, search.embedding_of(embedding)
+              strip(to_tsvector('simple', search_text)), content_hash, $2, $3, $4, search.embedding_of(embedding)
          FROM jsonb_to_recordset($1::jsonb) AS d(item_id uuid, item_state jsonb, item_locations jsonb, created_at timestamptz,
            lifecycle_status text, search_text text, content_hash text, embedding real[])`,
       [chunk, provider.version.model_id, provider.version.quantization, provider.version.dimensions]);
