@@ -1,6 +1,6 @@
 /**
  * The two vector backends on one small fixture: the index schema (sql/004_search_index.sql and
- * sql/011_search_ann.sql, sql/015_search_f16.sql) migrated into PGlite with real pgvector compiled to WASM
+ * sql/011_search_ann.sql, sql/015_search_f16.sql, sql/017_search_words.sql) migrated into PGlite with real pgvector compiled to WASM
  * (@electric-sql/pglite-pgvector) and into the embedded PostgreSQL (in-process usearch index),
  * the same rows written to both, and the same searches run by the same query builder, each through
  * its vector index (exactMaxRows 0), must give the same results. The HNSW index must serve the
@@ -109,6 +109,7 @@ beforeAll(async () => {
   await pglite.exec(await readFile(`${SQL_DIR}/004_search_index.sql`, 'utf8'));
   await pglite.exec(await readFile(`${SQL_DIR}/011_search_ann.sql`, 'utf8'));
   await pglite.exec(await readFile(`${SQL_DIR}/015_search_f16.sql`, 'utf8'));
+  await pglite.exec(await readFile(`${SQL_DIR}/017_search_words.sql`, 'utf8'));
   expect(await readVectorBackend(pglite)).toBe('pgvector');
   await load(pglite, data);
   await ensureVectorIndex(pglite, 'pgvector', provider.version);
@@ -215,7 +216,7 @@ describe('pgvector (PGlite) and usearch (embedded PostgreSQL) backends', () => {
     try {
       const [a, b] = [await runSearch(pgvectorEngine, body(intent)), await runSearch(exactEngine, body(intent))];
       // The index reads, then one exact read of every candidate (no ORDER BY: ranked in process).
-      const exactReads = queries.filter((q) => /search\.embedding_f16\(i\.embedding\) AS e FROM search\.items i WHERE/.test(q.sql) && !/ORDER BY/.test(q.sql));
+      const exactReads = queries.filter((q) => /encode\(search\.embedding_f16\(i\.embedding\), 'base64'\) AS e FROM search\.items i WHERE/.test(q.sql) && !/ORDER BY/.test(q.sql));
       expect(exactReads.length).toBeGreaterThan(0);
       expect(a.message.meta.total).toBeGreaterThan(0);
       expect(a.message.items).toHaveLength(Math.min(20, a.message.meta.total));
