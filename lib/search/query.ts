@@ -231,7 +231,11 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
     const relevance = sort === 'relevance';
 
     // The scope, filters and places; then the rows whose vectors compare with the query's.
-    const scope: Cond = (p) => {
+    // `perRow`: each place checked on each row (a correlated sub-select through item_locations'
+    // primary key) rather than as EXISTS, which PostgreSQL plans as a semi-join or a hashed
+    // sub-plan over every location near the point (~3,000 within 50 km, ~3-4 ms) even when the
+    // statement names only a few hundred rows by id (measured 4.4 → 1.7 ms for 200). Same condition.
+    const scopeOf = (perRow: boolean): Cond => (p) => {
       const where = [
         `i.item_network = ${p(context.networkId)}`, `i.item_domain = ${p(context.domain)}`, `i.item_type = ${p(context.itemType)}`,
         `i.lifecycle_status = 'live'`,
@@ -240,12 +244,15 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
       for (const f of filters) where.push(filterSql(f, 'i', p));
       for (const s of spatial) {
         const box = boundingBox(s.point, s.meters);
-        where.push(`EXISTS (SELECT 1 FROM search.item_locations l WHERE l.item_id = i.item_id
+        const near = `l.item_id = i.item_id
           AND point(l.lng, l.lat) <@ box(point(${p(box.minLng)}, ${p(box.minLat)}), point(${p(box.maxLng)}, ${p(box.maxLat)}))
-          AND search.distance_m(${p(s.point.lat)}, ${p(s.point.lng)}, l.lat, l.lng) <= ${p(s.meters)})`);
+          AND search.distance_m(${p(s.point.lat)}, ${p(s.point.lng)}, l.lat, l.lng) <= ${p(s.meters)}`;
+        where.push(perRow ? `coalesce((SELECT true FROM search.item_locations l WHERE ${near} LIMIT 1), false)`
+          : `EXISTS (SELECT 1 FROM search.item_locations l WHERE ${near})`);
       }
       return where.join('\n AND ');
     };
+    const scope = scopeOf(false);
     const sameModel: Cond = (p) => sameModelSql('i', provider.version, { id: p(provider.version.model_id), quantization: p(provider.version.quantization) });
     const comparable = [scope, sameModel];
     /**
@@ -293,11 +300,11 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
       lexical = (p) => `i.search_words @@ to_tsquery('simple', ${p(query)})`;
       const textScope: Cond = (p) => `i.item_network = ${p(context.networkId)} AND i.item_domain = ${p(context.domain)}
         AND i.item_type = ${p(context.itemType)} AND i.lifecycle_status = 'live'`;
-      const scope = await countRows(db, [textScope, sameModel], exactMax);
+      const inScope = await countRows(db, [textScope, sameModel], exactMax);
       // Without filters, places or anchor every similar item passes the request's conditions: which
       // are lexical matches comes with them (`flag`) rather than from a statement of its own.
       const textOnly = !anchor && !filters.length && !spatial.length;
-      const similar = await nearest(textVector, VECTOR_MATCH_LIMIT, [textScope, sameModel], scope.estimated ? undefined : scope.n,
+      const similar = await nearest(textVector, VECTOR_MATCH_LIMIT, [textScope, sameModel], inScope.estimated ? undefined : inScope.n,
         { minSimilarity: provider.textThreshold, ...(textOnly ? { flag: lexical } : {}) });
       const ids = similar.map((n) => n.item_id);
       if (ids.length && textOnly) {
@@ -305,7 +312,8 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
         similarNotLexical = similar.filter((n) => !n.flag).length;
         textMatch = (p) => `(${lexical!(p)}) OR i.item_id = ANY(${p(ids)}::uuid[])`;
       } else if (ids.length) {
-        const f = filterOf([...base, (p) => `i.item_id = ANY(${p(ids)}::uuid[])`]);
+        // A few hundred rows by id: the places checked per row.
+        const f = filterOf([...base.map((c) => (c === scope ? scopeOf(true) : c)), (p) => `i.item_id = ANY(${p(ids)}::uuid[])`]);
         const { rows } = await db.query<{ item_id: string; lexical: boolean }>(
           `SELECT i.item_id::text AS item_id, ${lexical((v) => `$${f.params.push(v)}`)} AS lexical FROM search.items i WHERE ${f.where}`, f.params);
         const passing = new Set(rows.map((r) => r.item_id));
