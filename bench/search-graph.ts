@@ -22,6 +22,7 @@ import { createItemStateValidators, itemInputProblem } from '../lib/network/item
 import { hashingVector } from '../lib/search/embeddings/hashing.ts';
 import { roundToHalf } from '../lib/search/half.ts';
 import { facilityItems } from './pmgsy-facilities.ts';
+import { TEXTS } from './search-queries.ts';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const DATA = path.resolve(repo, '../shared/data/pmgsy-rural-facilities/pmgsy_facilities_south_west_india.csv');
@@ -45,9 +46,6 @@ else {
   writeFileSync(CACHE, Buffer.from(matrix.buffer));
 }
 const N = matrix.length / D;
-const TEXTS = ['veternary hospital', 'primary health centre', 'govt high school', 'gram panchayat office', 'milk collection centre',
-  'bus stand', 'anganwadi', 'rice mill', 'grampanchyat', 'zilla parishad school', 'school', 'veterinary hospital', 'post office',
-  'community hall', 'primary school', 'health sub centre', 'dispensry', 'market yard', 'railway station', 'police station'];
 const queries: { q: Float32Array; exclude: number; text: boolean }[] = [];
 for (const t of TEXTS) queries.push({ q: hashingVector(t, D), exclude: -1, text: true });
 for (let i = 0; i < 200; i++) { const row = (i * 7919 + 13) % N; queries.push({ q: matrix.slice(row * D, (row + 1) * D), exclude: row, text: false }); }

@@ -55,6 +55,7 @@ import { roundToHalf } from '../lib/search/half.ts';
 import { exactSearch, MetricKind } from 'usearch';
 import { freePort } from '../lib/platform/free-port.ts';
 import { facilityItems } from './pmgsy-facilities.ts';
+import { TEXTS } from './search-queries.ts';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const DATA = path.resolve(repo, '../shared/data/pmgsy-rural-facilities/pmgsy_facilities_south_west_india.csv');
@@ -102,9 +103,6 @@ async function readSnapshots(count: number): Promise<ItemRecord[]> {
 // Queries
 
 type Intent = Record<string, unknown>;
-const TEXTS = ['veternary hospital', 'primary health centre', 'govt high school', 'gram panchayat office', 'milk collection centre',
-  'bus stand', 'anganwadi', 'rice mill', 'grampanchyat', 'zilla parishad school', 'school', 'veterinary hospital', 'post office',
-  'community hall', 'primary school', 'health sub centre', 'dispensry', 'market yard', 'railway station', 'police station'];
 
 /** Query intents per kind, drawn deterministically from the data. */
 function intents(items: ItemRecord[], n: number): Record<string, Intent[]> {

@@ -69,6 +69,28 @@ export function decodeHalf(bytes: Uint8Array): Float32Array {
   return out;
 }
 
+/**
+ * Cosine similarity of `a` and a stored embedding (big-endian binary16 bytes) without decoding it
+ * into an array first: the same arithmetic in the same order as `cosineSimilarity(a, decodeHalf(bytes))`,
+ * so the same value. 0 when either is all zeros.
+ * @throws Error when the lengths differ (vectors of different model versions).
+ */
+export function cosineToHalf(a: Float32Array, bytes: Uint8Array): number {
+  const n = bytes.byteLength >> 1;
+  if (a.length !== n) throw new Error(`cannot compare vectors of ${a.length} and ${n} dimensions`);
+  let dot = 0;
+  let na = 0;
+  let nb = 0;
+  for (let i = 0, at = 0; i < n; i++, at += 2) {
+    const x = a[i];
+    const y = HALF_VALUES[(bytes[at] << 8) | bytes[at + 1]];
+    dot += x * y;
+    na += x * x;
+    nb += y * y;
+  }
+  return na === 0 || nb === 0 ? 0 : dot / Math.sqrt(na * nb);
+}
+
 /** `v` rounded to binary16 and back: the vector as stored. */
 export function roundToHalf(v: Float32Array): Float32Array {
   return decodeHalf(encodeHalf([v]));

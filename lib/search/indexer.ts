@@ -228,10 +228,10 @@ async function write(pool: Pool, version: ModelVersion, items: Prepared[], vecto
       `WITH d AS (SELECT * FROM json_to_recordset($1::json) AS d(${RECORD_COLUMNS}, n integer)),
        written AS (
          INSERT INTO search.items AS i (item_id, item_network, item_domain, item_type, item_state, item_locations, item_instance_url,
-           item_schema_url, created_by, created_at, source_updated_at, lifecycle_status, search_text, content_hash,
+           item_schema_url, created_by, created_at, source_updated_at, lifecycle_status, search_words, content_hash,
            model_id, model_quantization, model_dimensions, embedding)
          SELECT d.item_id, d.item_network, d.item_domain, d.item_type, d.item_state, d.item_locations, d.item_instance_url,
-           d.item_schema_url, d.created_by, d.created_at, d.source_updated_at, d.lifecycle_status, d.search_text, d.content_hash,
+           d.item_schema_url, d.created_by, d.created_at, d.source_updated_at, d.lifecycle_status, strip(to_tsvector('simple', d.search_text)), d.content_hash,
            $2, $3, $4, ${embedding.sql}
            FROM d
           WHERE NOT EXISTS (SELECT 1 FROM search.retired_items r WHERE r.item_id = d.item_id)
@@ -240,7 +240,7 @@ async function write(pool: Pool, version: ModelVersion, items: Prepared[], vecto
            item_state = EXCLUDED.item_state, item_locations = EXCLUDED.item_locations, item_instance_url = EXCLUDED.item_instance_url,
            item_schema_url = EXCLUDED.item_schema_url, created_by = EXCLUDED.created_by, created_at = EXCLUDED.created_at,
            source_updated_at = EXCLUDED.source_updated_at, lifecycle_status = EXCLUDED.lifecycle_status,
-           search_text = EXCLUDED.search_text, content_hash = EXCLUDED.content_hash, model_id = EXCLUDED.model_id,
+           search_words = EXCLUDED.search_words, content_hash = EXCLUDED.content_hash, model_id = EXCLUDED.model_id,
            model_quantization = EXCLUDED.model_quantization, model_dimensions = EXCLUDED.model_dimensions,
            embedding = EXCLUDED.embedding, indexed_at = now(), embedded_at = now()
          WHERE i.source_updated_at <= EXCLUDED.source_updated_at

@@ -361,7 +361,7 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
         // every row checked is read with its vector.
         while (checked < usable && passed.length < k) {
           const end = Math.min(usable, checked + (checked ? Math.max(MIN_STEP, Math.ceil(((k - passed.length) * 1.5 * checked) / Math.max(passed.length, 1))) : k + FIRST_SLACK));
-          const { rows } = await db.query<{ item_id: string; t: string; e: unknown }>(
+          const { rows } = await db.query<{ item_id: string; t: string; e: string }>(
             `SELECT ${neighbourColumns(filter)} FROM search.items i WHERE i.ann_key = ANY(${keyParam}::bigint[]) AND ${filter.where}`,
             [...filter.params, keyStrings(found.keys, checked, end)]);
           passed.push(...rankRows(vector, rows).filter((n) => minSimilarity === undefined || n.similarity >= minSimilarity));

@@ -5,7 +5,8 @@
  */
 import { getFloat16, setFloat16 } from '@petamoriken/float16';
 import { describe, expect, it } from 'vitest';
-import { decodeHalf, encodeHalf, halfBits } from '../../lib/search/half.ts';
+import { cosineSimilarity } from '../../lib/network/cosine.ts';
+import { cosineToHalf, decodeHalf, encodeHalf, halfBits } from '../../lib/search/half.ts';
 
 const reference = (value: number) => {
   const view = new DataView(new ArrayBuffer(2));
@@ -34,5 +35,17 @@ describe('binary16 encoding', () => {
     const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     expect(Array.from(decodeHalf(bytes))).toEqual([0, 2, 4, 6, 8].map((at) => getFloat16(view, at)));
     expect(Array.from(decodeHalf(bytes))).toEqual([0.5, -2, 0.333251953125, Infinity, 1]);
+  });
+
+  it('gives the cosine of a stored vector without decoding it, the same value as decoding first', () => {
+    let state = 7;
+    const random = () => { state = (Math.imul(state, 1664525) + 1013904223) >>> 0; return state / 2 ** 31 - 1; };
+    const query = Float32Array.from({ length: 384 }, random);
+    for (let n = 0; n < 50; n++) {
+      const stored = encodeHalf([Float32Array.from({ length: 384 }, random)]);
+      expect(cosineToHalf(query, stored)).toBe(cosineSimilarity(query, decodeHalf(stored)));
+    }
+    expect(cosineToHalf(query, encodeHalf([new Float32Array(384)]))).toBe(0);
+    expect(() => cosineToHalf(query, encodeHalf([new Float32Array(3)]))).toThrow(/384 and 3/);
   });
 });

@@ -516,8 +516,8 @@ describe('POST /v1/relevance', () => {
     const extra = provider('Veterinary Sub Centre Siwan', 'Medical', ['kaithal']);
     await platform.ctx.pool.query(
       `INSERT INTO search.items (item_id, item_network, item_domain, item_type, item_state, created_at, source_updated_at, lifecycle_status,
-         search_text, content_hash, model_id, model_quantization, model_dimensions, embedding)
-       VALUES ($1, 'local-discovery', 'provider', 'facility', $2, now(), now(), 'live', 'Name: Veterinary Sub Centre Siwan', 'x',
+         search_words, content_hash, model_id, model_quantization, model_dimensions, embedding)
+       VALUES ($1, 'local-discovery', 'provider', 'facility', $2, now(), now(), 'live', strip(to_tsvector('simple', 'Name: Veterinary Sub Centre Siwan')), 'x',
          'Xenova/all-MiniLM-L6-v2', 'fp32', 3, search.embedding_of('{0.6, 0.8, 0}'))`, [extra.item_id, extra.item_state]);
     const res = await relevance(ref('vetKarora'), { network: 'local-discovery', domain: 'provider', type: 'facility', id: extra.item_id });
     expect(res.status).toBe(409);

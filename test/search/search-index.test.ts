@@ -18,7 +18,8 @@ interface IndexRow {
   item_id: string;
   lifecycle_status: string;
   item_state: Record<string, unknown>;
-  search_text: string;
+  /** The stored words (sql/017_search_words.sql), sorted. */
+  search_words: string[];
   content_hash: string;
   model_id: string;
   model_quantization: string;
@@ -46,7 +47,7 @@ const facility = (state: Record<string, unknown> = {}, locations = [{ lat: 29.65
 
 async function indexRow(id: string): Promise<IndexRow | undefined> {
   const { rows } = await platform.ctx.pool.query<IndexRow>(
-    `SELECT item_id, lifecycle_status, item_state, search_text, content_hash, model_id, model_quantization, model_dimensions, search.embedding_array(embedding) AS embedding,
+    `SELECT item_id, lifecycle_status, item_state, ARRAY(SELECT w FROM unnest(tsvector_to_array(search_words)) AS w ORDER BY w COLLATE "C") AS search_words, content_hash, model_id, model_quantization, model_dimensions, search.embedding_array(embedding) AS embedding,
             to_char(source_updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS source_updated_at,
             indexed_at::text, embedded_at::text
        FROM search.items WHERE item_id = $1`, [id]);
@@ -99,7 +100,8 @@ describe('search-index-items', () => {
     const row = await indexedAt(item.item_id, stored.updated_at);
     expect(row).toMatchObject({
       lifecycle_status: 'live', item_state: item.item_state,
-      search_text: 'Name: Veterinary Hospital Karora\nCategory: Medical\nServices offered: vaccination\nDistrict: Kaithal\nState: Haryana',
+      // The words of 'Name: Veterinary Hospital Karora\nCategory: Medical\nServices offered: vaccination\nDistrict: Kaithal\nState: Haryana'.
+      search_words: ['category', 'district', 'haryana', 'hospital', 'kaithal', 'karora', 'medical', 'name', 'offered', 'services', 'state', 'vaccination', 'veterinary'],
       model_id: 'ldp-hashing-ngram-v1', model_quantization: 'none', model_dimensions: HASHING_DIMENSIONS,
     });
     expect(row.embedding).toHaveLength(HASHING_DIMENSIONS);
@@ -198,8 +200,8 @@ describe('search-reconcile', () => {
        RETURNING to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS updated_at`, [changed.item_id]);
 
     await runJob('search-reconcile', {});
-    expect(await indexRow(lost.item_id)).toMatchObject({ lifecycle_status: 'live', search_text: expect.stringContaining('Veterinary Hospital Kaithal') });
-    expect(await indexRow(changed.item_id)).toMatchObject({ source_updated_at: updated_at, search_text: expect.stringContaining('Gram Panchayat Bhawan Karora') });
+    expect(await indexRow(lost.item_id)).toMatchObject({ lifecycle_status: 'live', search_words: expect.arrayContaining(['veterinary', 'hospital', 'kaithal']) });
+    expect(await indexRow(changed.item_id)).toMatchObject({ source_updated_at: updated_at, search_words: expect.arrayContaining(['gram', 'panchayat', 'bhawan', 'karora']) });
     expect(await found({ textSearch: 'bhawan' })).toContain(changed.item_id);
   });
 

@@ -1,6 +1,6 @@
 /**
  * The two vector backends on one small fixture: the index schema (sql/004_search_index.sql and
- * sql/011_search_ann.sql, sql/015_search_f16.sql) migrated into PGlite with real pgvector compiled to WASM
+ * sql/011_search_ann.sql, sql/015_search_f16.sql, sql/017_search_words.sql) migrated into PGlite with real pgvector compiled to WASM
  * (@electric-sql/pglite-pgvector) and into the embedded PostgreSQL (in-process usearch index),
  * the same rows written to both, and the same searches run by the same query builder, each through
  * its vector index (exactMaxRows 0), must give the same results. The HNSW index must serve the
@@ -88,9 +88,9 @@ async function load(db: SqlRunner, data: Awaited<ReturnType<typeof rows>>) {
     const chunk = JSON.stringify(data.slice(i, i + 200));
     await db.query(
       `INSERT INTO search.items (item_id, item_network, item_domain, item_type, item_state, item_locations, created_at, source_updated_at,
-         lifecycle_status, search_text, content_hash, model_id, model_quantization, model_dimensions, embedding)
+         lifecycle_status, search_words, content_hash, model_id, model_quantization, model_dimensions, embedding)
        SELECT item_id, 'local-discovery', 'provider', 'facility', item_state, item_locations, created_at, created_at, lifecycle_status,
-              search_text, content_hash, $2, $3, $4, search.embedding_of(embedding)
+              strip(to_tsvector('simple', search_text)), content_hash, $2, $3, $4, search.embedding_of(embedding)
          FROM jsonb_to_recordset($1::jsonb) AS d(item_id uuid, item_state jsonb, item_locations jsonb, created_at timestamptz,
            lifecycle_status text, search_text text, content_hash text, embedding real[])`,
       [chunk, provider.version.model_id, provider.version.quantization, provider.version.dimensions]);
@@ -109,6 +109,7 @@ beforeAll(async () => {
   await pglite.exec(await readFile(`${SQL_DIR}/004_search_index.sql`, 'utf8'));
   await pglite.exec(await readFile(`${SQL_DIR}/011_search_ann.sql`, 'utf8'));
   await pglite.exec(await readFile(`${SQL_DIR}/015_search_f16.sql`, 'utf8'));
+  await pglite.exec(await readFile(`${SQL_DIR}/017_search_words.sql`, 'utf8'));
   expect(await readVectorBackend(pglite)).toBe('pgvector');
   await load(pglite, data);
   await ensureVectorIndex(pglite, 'pgvector', provider.version);
@@ -215,7 +216,7 @@ describe('pgvector (PGlite) and usearch (embedded PostgreSQL) backends', () => {
     try {
       const [a, b] = [await runSearch(pgvectorEngine, body(intent)), await runSearch(exactEngine, body(intent))];
       // The index reads, then one exact read of every candidate (no ORDER BY: ranked in process).
-      const exactReads = queries.filter((q) => /search\.embedding_f16\(i\.embedding\) AS e FROM search\.items i WHERE/.test(q.sql) && !/ORDER BY/.test(q.sql));
+      const exactReads = queries.filter((q) => /encode\(search\.embedding_f16\(i\.embedding\), 'base64'\) AS e FROM search\.items i WHERE/.test(q.sql) && !/ORDER BY/.test(q.sql));
       expect(exactReads.length).toBeGreaterThan(0);
       expect(a.message.meta.total).toBeGreaterThan(0);
       expect(a.message.items).toHaveLength(Math.min(20, a.message.meta.total));

@@ -2,8 +2,8 @@
  * sql/015_search_f16.sql on an existing install: rows written with `real[]` embeddings under
  * migrations 004 and 011 are converted to half precision — `halfvec` with pgvector (PGlite with
  * pgvector compiled to WASM), a bytea of big-endian binary16 otherwise (PGlite with `cube`, the
- * embedded default's backend) — bit for bit as the search service's own encoder rounds them, and
- * searches answer from the converted rows.
+ * embedded default's backend) — bit for bit as the search service's own encoder rounds them; then
+ * sql/017_search_words.sql stores each row's text as its words; searches answer from the converted rows.
  */
 import { readFile } from 'node:fs/promises';
 import { PGlite } from '@electric-sql/pglite';
@@ -53,6 +53,8 @@ async function migrated(extension: 'vector' | 'cube') {
       WHERE model_dimensions = 384 AND lifecycle_status = 'live'`);
   }
   await db.exec(await readFile(`${SQL_DIR}/015_search_f16.sql`, 'utf8'));
+  // 016 changes only the signals schema.
+  await db.exec(await readFile(`${SQL_DIR}/017_search_words.sql`, 'utf8'));
   return { db, rows };
 }
 
@@ -73,6 +75,13 @@ describe('migration 015: embeddings to half precision on an existing install', (
         expect(Array.from(decodeHalf(s.e))).toEqual(expected);
         expect(s.a.map((x) => Math.fround(Number(x)))).toEqual(expected); // real[] text output: the shortest float4 form
       }
+      // 017: the text's words, without positions, in place of the text.
+      const { rows: words } = await db.query<{ item_id: string; same: boolean }>(
+        `SELECT i.item_id::text AS item_id, i.search_words = strip(to_tsvector('simple', d.search_text)) AS same
+           FROM search.items i JOIN jsonb_to_recordset($1::jsonb) AS d(item_id uuid, search_text text) ON d.item_id = i.item_id`,
+        [JSON.stringify(rows.map((r) => ({ item_id: r.item_id, search_text: r.search_text })))]);
+      expect(words).toHaveLength(rows.length);
+      expect(words.every((w) => w.same)).toBe(true);
       // A vector of another length is refused by the new check.
       await expect(db.query(`UPDATE search.items SET embedding = search.embedding_of('{1, 0}') WHERE item_id = $1`, [rows[0].item_id])).rejects.toThrow(/check/);
 

@@ -107,7 +107,7 @@ describe('in-process vector index (usearch)', () => {
     expect((await request(platform.url('signals')).post(`/api/v1/items/${retired}/lifecycle`).set('x-api-key', signalsKey)
       .send({ lifecycle_status: 'retired' })).status).toBe(200);
     await until('signals changes to be indexed', async () => (await liveRows()) === items.length - 1
-      && (await platform.ctx.pool.query(`SELECT 1 FROM search.items WHERE search_text LIKE '%Zoological%'`)).rows.length);
+      && (await platform.ctx.pool.query(`SELECT 1 FROM search.items WHERE search_words @@ 'zoological'::tsquery`)).rows.length);
     await caughtUp();
     const zoo = await runSearch(annEngine, body({ textSearch: 'zoological research' }));
     expect(zoo.message.items[0].item_id).toBe(edited.item_id);
