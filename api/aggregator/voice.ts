@@ -191,9 +191,9 @@ export function voiceRoutes(ctx: PlatformContext): Router {
   // Pages (`<org>:<job>:<after seq>:<limit>`) answer for up to VOICE_POLL_MAX_AGE_MS without
   // PostgreSQL, re-read in the background past a quarter of it, one read per page at a time
   // (lib/platform/read-cache.ts); a page read before this process last applied a callback to its
-  // job is read again at once, in the background. So a page polled hundreds of times a second costs PostgreSQL a few
-  // statements a second, and a poll rarely waits on PostgreSQL while dispatch keeps it busy
-  // (docs/decisions.md, "Voice campaigns").
+  // job is read again at once, in the background. So a page polled hundreds of times a second
+  // costs PostgreSQL a few statements a second, and a poll rarely waits on PostgreSQL while
+  // dispatch keeps it busy (docs/decisions.md, "Voice campaigns").
   const pages = new ReadCache<Page>({
     maxAgeMs: ctx.config.VOICE_POLL_MAX_AGE_MS, max: ANSWERED_PAGES, keep: (page) => page.owned,
     read: async (key, held) => {

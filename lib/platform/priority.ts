@@ -1,9 +1,9 @@
 /**
- * CPU priority for background work (BACKGROUND_NICE): the worker and the voice provider's callbacks
- * keep the cores busy for seconds at a time, and request handling — a poll of a job's status among
- * it — should not wait behind them for a core (docs/decisions.md, "Voice campaigns"). Both helpers
- * only ever lower a priority (a higher nice value), which needs no privilege; setpriority(2),
- * through node's `os.setPriority`.
+ * CPU priority for background work (BACKGROUND_NICE): a worker's jobs, or a service's background
+ * thread, can keep the cores busy for seconds at a time, and request handling should not wait
+ * behind them for a core (docs/decisions.md, "Voice campaigns"). Both helpers only ever lower a
+ * priority (a higher nice value), which needs no privilege; setpriority(2), through node's
+ * `os.setPriority`.
  */
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
