@@ -106,13 +106,16 @@ export function searchEngine(ctx: SearchEngineDeps): Promise<Engine> {
 /**
  * Starts the search service's vector index: for the usearch backend, opens (loads or builds in
  * the background) the in-process index under DATA_DIR and attaches it to the engine; pgvector
- * needs nothing. Called once by the search service at start.
+ * needs nothing. Called once by the search service at start; the index closes with `ctx`.
  * @returns the engine's index (undefined when the engine cannot be built; logged by the caller).
  */
-export async function startVectorIndex(ctx: SearchEngineDeps): Promise<VectorIndex | undefined> {
+export async function startVectorIndex(ctx: SearchEngineDeps & { onClose(fn: () => Promise<void>): void }): Promise<VectorIndex | undefined> {
   const engine = await searchEngine(ctx);
   if (engine.backend === 'usearch' && !engine.index) {
-    engine.attachIndex(openUsearchIndex({ pool: ctx.pool, logger: ctx.logger, dataDir: ctx.config.dataDirPath, version: engine.provider.version }));
+    const index = openUsearchIndex({ pool: ctx.pool, logger: ctx.logger, dataDir: ctx.config.dataDirPath, version: engine.provider.version });
+    engine.attachIndex(index);
+    // Closed (catch-up stopped, changes saved) before the pool closes, not left to hit an ended pool.
+    ctx.onClose(() => index.close());
   }
   return engine.index;
 }

@@ -55,6 +55,8 @@ export interface TestPlatform extends PlatformHandle {
   apiKey(service: KeyService): Promise<string>;
   /** Creates an approved aggregator (default types seeker,provider; role admin) and a token for it. */
   aggregator(options?: { name?: string; types?: string[]; roles?: string[] }): Promise<TestAggregator>;
+  /** Stops the platform and removes its DATA_DIR (kept with `keepDataDir`, for a test to read what it left). */
+  stop(options?: { keepDataDir?: boolean }): Promise<void>;
 }
 
 /**
@@ -94,9 +96,9 @@ export async function startTestPlatform(options: { services?: ServiceName[]; wor
       }, 3600);
       return { aggregatorId: record.aggregator_id, orgId: record.org_id, orgSlug: record.org_slug, token };
     },
-    stop: async () => {
+    stop: async (stopOptions = {}) => {
       await handle.stop();
-      await rm(dataDir, { recursive: true, force: true });
+      if (!stopOptions.keepDataDir) await rm(dataDir, { recursive: true, force: true });
     },
   };
 }

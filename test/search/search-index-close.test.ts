@@ -1,0 +1,48 @@
+/**
+ * The search service's in-process vector index closes with the platform: its catch-up stops and
+ * the changes it caught up since the last save are written to its file before the pool closes
+ * (saves otherwise come at most every 5 minutes), so a restart loads them instead of catching up.
+ */
+import { randomUUID } from 'node:crypto';
+import { readFile, rm } from 'node:fs/promises';
+import request from 'supertest';
+import { expect, it } from 'vitest';
+import { usearchIndexOf } from '../../lib/search/engine.ts';
+import { startTestPlatform } from '../helpers/platform.ts';
+import { until } from '../helpers/until.ts';
+
+const facility = (i: number) => ({
+  item_network: 'local-discovery', item_domain: 'provider', item_type: 'facility', item_id: randomUUID(),
+  item_state: { name: `Primary Health Centre ${i}`, category: 'Medical', district: 'Kaithal', state: 'Haryana', latitude: 29.8, longitude: 76.4 },
+  item_locations: [{ lat: 29.8, lng: 76.4 }],
+});
+
+it('saves what it caught up when the platform stops', async () => {
+  const platform = await startTestPlatform({ services: ['signals', 'search'], worker: true, env: { EMBEDDING_PROVIDER: 'hashing' } });
+  let file: string;
+  try {
+    const key = await platform.apiKey('signals');
+    const push = async (from: number) => {
+      const res = await request(platform.url('signals')).post('/api/v1/items/batch').set('x-api-key', key)
+        .send({ items: Array.from({ length: 10 }, (_, i) => facility(from + i)) });
+      expect(res.body.summary.created).toBe(10);
+    };
+    const index = (await until('the index', () => usearchIndexOf(platform.ctx)))!;
+    file = index.file;
+    const holds = (n: number) => until(`the index to hold ${n} items`, async () => index.ready() && (await index.size(platform.ctx.pool)) === n);
+    await push(0);
+    await holds(10);
+    await index.save();
+    // Caught up after the save: only the close writes these to the file.
+    await push(10);
+    await holds(20);
+    expect(JSON.parse(await readFile(`${file}.json`, 'utf8')).size).toBe(10);
+  } finally {
+    await platform.stop({ keepDataDir: true });
+  }
+  try {
+    expect(JSON.parse(await readFile(`${file!}.json`, 'utf8')).size).toBe(20);
+  } finally {
+    await rm(platform.dataDir, { recursive: true, force: true });
+  }
+});
