@@ -75,7 +75,9 @@ export async function createContext(config: Config, databaseUrl: string, logger:
       embeddings: () => (embeddings ??= createEmbeddingProvider(config, logger)),
       onClose: (fn) => { closers.push(fn); },
       async close() {
-        await Promise.all(closers.splice(0).map((fn) => fn()));
+        // Each closer runs whatever another one throws, and the pool closes after all of them.
+        const failed = (await Promise.allSettled(closers.splice(0).map((fn) => fn()))).filter((r) => r.status === 'rejected');
+        for (const r of failed) logger.error({ err: (r as PromiseRejectedResult).reason }, 'a resource did not close cleanly');
         await embeddings?.then((provider) => provider.dispose(), () => {});
         await pool.end();
       },
