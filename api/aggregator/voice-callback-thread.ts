@@ -1,7 +1,8 @@
 /**
  * The aggregator's side of the voice callbacks' worker thread (voice-callback-worker.ts): started on
- * the first callback, stopped when the context closes, started again after a crash (the calls in
- * flight then fail with 500 and the provider retries them: applying an update twice is a no-op).
+ * the first callback and stopped when the context closes. If the thread exits, the calls in flight
+ * fail (500) and the next callback starts a new thread; an update applied twice is ignored the
+ * second time (dispatch.ts `applyCallbacks`), so a sender may repeat a failed batch.
  */
 import { Worker } from 'node:worker_threads';
 import type { PlatformContext } from '../../lib/context.ts';
