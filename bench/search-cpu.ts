@@ -3,13 +3,17 @@
  * bench:search` (BENCH_DIR), with the search service's index file of that directory. For each
  * query kind of bench/search.ts (the same intents, drawn from the rows in file order), the CPU
  * time per request of this process and of PostgreSQL (its backends), and with BENCH_PG_STATEMENTS=1
- * the statements that cost PostgreSQL most (pg_stat_statements, loaded by a restart).
- * Usage: CPU_DIR=<BENCH_DIR> [CPU_KINDS=text,combined] [CPU_QUERIES=60] [CPU_ROUNDS=2]
+ * the statements that cost PostgreSQL most (pg_stat_statements, loaded by a restart). Besides
+ * bench/search.ts's kinds, `near10` (text within 10 km), `near200` (text + filter within 200 km,
+ * nearest or newest) and `places2` (text within two places) vary the combined searches. With
+ * CPU_DUMP=file, every answer of the first round (total, flag, ids, scores, distances) is written
+ * there, one line per query, so that two versions of the code can be diffed on the same data.
+ * Usage: CPU_DIR=<BENCH_DIR> [CPU_KINDS=text,combined] [CPU_QUERIES=60] [CPU_ROUNDS=2] [CPU_DUMP=file]
  *   nice -n 19 node --import tsx bench/search-cpu.ts
  * Stop `npm run bench:search` first: both would start the same cluster.
  */
 import { randomBytes } from 'node:crypto';
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { startPlatform } from '../bin/platform.ts';
 import { loadConfig } from '../lib/platform/config.ts';
@@ -67,7 +71,19 @@ try {
       orderingCenter: point(pick(i + 1)), sort: 'relevance',
     }),
     newest: () => ({}),
+    near10: (i) => ({ textSearch: TEXTS[i % TEXTS.length], spatial: [{ op: 's_dwithin', geometry: point(pick(i)), distanceMeters: 10_000 }] }),
+    near200: (i) => ({
+      textSearch: TEXTS[i % TEXTS.length],
+      filters: [{ op: 'neq', target: 'item_state.category', value: categories[1] }],
+      spatial: [{ op: 's_dwithin', geometry: point(pick(i)), distanceMeters: 200_000 }],
+      sort: i % 2 ? 'newest' : 'nearest',
+    }),
+    places2: (i) => ({
+      textSearch: TEXTS[i % TEXTS.length],
+      spatial: [{ op: 's_dwithin', geometry: point(pick(i)), distanceMeters: 80_000 }, { op: 's_dwithin', geometry: point(pick(i + 1)), distanceMeters: 300_000 }],
+    }),
   };
+  const dump: string[] = [];
   const body = (intent: Record<string, unknown>, i: number) => searchBodySchema.parse({
     context: { messageId: `cpu-${i}`, networkId: network.id, domain: domain.name, itemType: domain.itemType },
     message: { intent, pagination: { limit: 20, offset: i % 3 === 0 ? 20 : 0 } },
@@ -92,7 +108,14 @@ try {
       const pg0 = await pgCpuMs();
       const c0 = process.cpuUsage();
       let total = 0;
-      for (let i = 0; i < QUERIES; i++) total += (await runSearch(engine, body(make(i), i))).message.meta.total;
+      for (let i = 0; i < QUERIES; i++) {
+        const { message: { items: found, meta } } = await runSearch(engine, body(make(i), i));
+        total += meta.total;
+        if (round === 0) {
+          dump.push(JSON.stringify({ kind, i, total: meta.total, estimated: meta.total_estimated ?? false,
+            items: found.map((x) => [x.item_id, x.score?.toFixed(6), x.distanceMeters?.toFixed(3)]) }));
+        }
+      }
       const c = process.cpuUsage(c0);
       const pg = (await pgCpuMs()) - pg0;
       console.log(`${kind.padEnd(9)} round ${round + 1}: node ${((c.user + c.system) / 1000 / QUERIES).toFixed(2)} ms, PostgreSQL ${(pg / QUERIES).toFixed(2)} ms per query; mean total ${Math.round(total / QUERIES)}`);
@@ -103,6 +126,7 @@ try {
     }
   }
   await index.close();
+  if (process.env.CPU_DUMP) await writeFile(process.env.CPU_DUMP, `${dump.join('\n')}\n`);
 } finally {
   await platform.stop();
   await db.stop();

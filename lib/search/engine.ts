@@ -10,7 +10,7 @@ import type { Metrics } from '../platform/metrics.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { EmbeddingProvider } from './embeddings/index.ts';
 import type { Network } from '../network/config.ts';
-import type { SearchEngine } from './query.ts';
+import type { PlaceRead, SearchEngine } from './query.ts';
 import { dims, ensureVectorIndex, hnswSettings, readVectorBackend, type SqlRunner, type VectorBackendName } from './vector-backend.ts';
 import { pgvectorIndex, type VectorIndex } from './vector-index.ts';
 import { openUsearchIndex, type UsearchIndex } from './usearch-index.ts';
@@ -32,6 +32,7 @@ export function createSearchEngine(parts: {
   index?: VectorIndex;
   exactMaxRows?: number;
   totalExactBound?: number;
+  placeRead?: PlaceRead;
   logger?: Logger;
 }): SearchEngine & { attachIndex(index: VectorIndex): void; index?: VectorIndex } {
   const cache = new Map<string, Promise<Float32Array>>();

@@ -66,6 +66,8 @@ export interface SearchEngine {
   exactMaxRows?: number;
   /** meta.total is exact up to this many rows (default TOTAL_EXACT_BOUND). */
   totalExactBound?: number;
+  /** How a text search within a place reads its lexical matches (default: placeReadPlan's choice; tests force each). */
+  placeRead?: PlaceRead;
 }
 
 /** A result: the item record with `lifecycle_status`, and `score` / `distanceMeters` when they apply. */
@@ -161,20 +163,34 @@ function filterOf(conds: Cond[]): CandidateFilter {
   return { where: conds.map((c) => `(${c(p)})`).join(' AND ') || 'true', params };
 }
 
+/** A statement selecting `i.item_id` of rows of `search.items i` (without LIMIT), written with `p`. */
+type Rows = (p: (value: unknown) => string) => string;
+
+/** The rows passing `conds`, as the planner chooses to read them. */
+const rowsOf = (conds: Cond[]): Rows => (p) => `SELECT i.item_id FROM search.items i WHERE ${conds.map((c) => `(${c(p)})`).join(' AND ') || 'true'}`;
+
 /**
- * Rows passing `conds`, read up to `bound`: how many, and their ids with `withIds`; undefined when
+ * Rows of `rows`, read up to `bound`: how many, and their ids with `withIds`; undefined when
  * there are more.
  */
-async function boundedCount(db: SqlRunner, conds: Cond[], bound: number, withIds: boolean): Promise<{ n: number; ids?: string[] } | undefined> {
-  const f = filterOf(conds);
-  const select = `SELECT i.item_id FROM search.items i WHERE ${f.where} LIMIT ${bound + 1}`;
+async function boundedCount(db: SqlRunner, rows: Rows, bound: number, withIds: boolean): Promise<{ n: number; ids?: string[] } | undefined> {
+  const params: unknown[] = [];
+  const select = `${rows((value) => `$${params.push(value)}`)} LIMIT ${bound + 1}`;
   if (withIds) {
-    const { rows } = await db.query<{ item_id: string }>(`SELECT item_id::text FROM (${select}) s`, f.params);
-    return rows.length <= bound ? { n: rows.length, ids: rows.map((r) => r.item_id) } : undefined;
+    const { rows: found } = await db.query<{ item_id: string }>(`SELECT item_id::text FROM (${select}) s`, params);
+    return found.length <= bound ? { n: found.length, ids: found.map((r) => r.item_id) } : undefined;
   }
-  const { rows: [row] } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM (${select}) s`, f.params);
+  const { rows: [row] } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM (${select}) s`, params);
   return row.n <= bound ? { n: row.n } : undefined;
 }
+
+/** The top node's estimated rows of an EXPLAIN (FORMAT JSON) answer, and its children's. */
+async function planRows(db: SqlRunner, sql: string, params: unknown[]): Promise<{ rows: number; children: number[] }> {
+  const { rows: [row] } = await db.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) ${sql}`, params);
+  const plan = (typeof row['QUERY PLAN'] === 'string' ? JSON.parse(row['QUERY PLAN']) : row['QUERY PLAN']) as [{ Plan: PlanNode }];
+  return { rows: Number(plan[0].Plan['Plan Rows']), children: (plan[0].Plan.Plans ?? []).map((c) => Number(c['Plan Rows'])) };
+}
+interface PlanNode { 'Plan Rows': number; Plans?: PlanNode[] }
 
 /**
  * The planner's estimate of the rows passing `conds` (EXPLAIN; from the column statistics and the
@@ -182,9 +198,8 @@ async function boundedCount(db: SqlRunner, conds: Cond[], bound: number, withIds
  */
 async function estimateCount(db: SqlRunner, conds: Cond[], floor: number): Promise<number> {
   const f = filterOf(conds);
-  const { rows: [row] } = await db.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) SELECT 1 FROM search.items i WHERE ${f.where}`, f.params);
-  const plan = typeof row['QUERY PLAN'] === 'string' ? JSON.parse(row['QUERY PLAN']) : row['QUERY PLAN'];
-  return Math.max(floor, Math.round(Number((plan as [{ Plan: { 'Plan Rows': number } }])[0].Plan['Plan Rows'])));
+  const { rows } = await planRows(db, `SELECT 1 FROM search.items i WHERE ${f.where}`, f.params);
+  return Math.max(floor, Math.round(rows));
 }
 
 /**
@@ -193,13 +208,50 @@ async function estimateCount(db: SqlRunner, conds: Cond[], floor: number): Promi
  * estimate comes first (planning only, no row read): when it exceeds ESTIMATE_OVER × `bound` it is
  * the answer, since counting up to the bound would read `bound` rows for nothing (~1,000 heap
  * rows: 15-70 ms on the full PMGSY file); a planner that overestimates that much turns an exact
- * total into a flagged estimate, never the reverse.
+ * total into a flagged estimate, never the reverse. `read`: how to read the same rows when they are
+ * counted (chosen then; the planner's own way by default).
  */
-async function countRows(db: SqlRunner, conds: Cond[], bound: number, options: { withIds?: boolean } = {}): Promise<{ n: number; estimated: boolean; ids?: string[] }> {
+async function countRows(db: SqlRunner, conds: Cond[], bound: number,
+  options: { withIds?: boolean; read?: () => Promise<Rows> } = {}): Promise<{ n: number; estimated: boolean; ids?: string[] }> {
   const guess = await estimateCount(db, conds, 0);
   if (guess > bound * ESTIMATE_OVER) return { n: guess, estimated: true };
-  const exact = await boundedCount(db, conds, bound, options.withIds ?? false);
+  const rows = options.read ? await options.read() : rowsOf(conds);
+  const exact = await boundedCount(db, rows, bound, options.withIds ?? false);
   return exact !== undefined ? { ...exact, estimated: false } : { n: Math.max(guess, bound + 1), estimated: true };
+}
+
+/**
+ * CPU per row read (µs) of the three ways to read a text search's lexical matches within a place,
+ * measured on the full PMGSY file (bounded counts of the benchmark's combined searches, CPU time of
+ * the PostgreSQL backend; docs/decisions.md, 2026-11-25):
+ * - `text-first`: the text's matches through the full-text index, each one's locations probed
+ *   (item_locations' primary key): ~5 per text match;
+ * - `hashed`: the same matches checked against a hash of every location near the point: ~1.5 per
+ *   location in the place's bounding box and ~1.5 per text match;
+ * - `place-first`: the locations near the point, each one's item probed (items' primary key) and
+ *   its stored words checked: ~4.5 per location in the box.
+ */
+const READ_COST = { textFirst: 5, hashedPerLocation: 1.5, hashedPerMatch: 1.5, placeFirst: 4.5 };
+
+/** A way to read a text search's lexical matches within a place (READ_COST). */
+export type PlaceRead = 'text-first' | 'hashed' | 'place-first';
+
+/**
+ * How to read a text search's lexical matches within a place, from the planner's estimates of the
+ * locations in the place's bounding box (`locations`) and of the rarest word's rows (`rarest`): the
+ * cheapest by READ_COST. The planner cannot choose well itself: it multiplies the words'
+ * frequencies, although the words of real texts go together ("primary health centre": estimated 13
+ * for 3,617), and it estimates any box at 0.1 % of the locations. The rarest word's rows bound the
+ * text's; half of them is the expected share (median 0.45 over the benchmark's texts).
+ */
+export function placeReadPlan(rarest: number, locations: number): PlaceRead {
+  const matches = rarest / 2;
+  const costs = {
+    'text-first': READ_COST.textFirst * matches,
+    hashed: READ_COST.hashedPerLocation * locations + READ_COST.hashedPerMatch * matches,
+    'place-first': READ_COST.placeFirst * locations,
+  } as const;
+  return (Object.keys(costs) as (keyof typeof costs)[]).reduce((a, b) => (costs[b] < costs[a] ? b : a));
 }
 
 /**
@@ -231,28 +283,35 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
     const relevance = sort === 'relevance';
 
     // The scope, filters and places; then the rows whose vectors compare with the query's.
-    // `perRow`: each place checked on each row (a correlated sub-select through item_locations'
+    // `per-row`: each place checked on each row (a correlated sub-select through item_locations'
     // primary key) rather than as EXISTS, which PostgreSQL plans as a semi-join or a hashed
     // sub-plan over every location near the point (~3,000 within 50 km, ~3-4 ms) even when the
-    // statement names only a few hundred rows by id (measured 4.4 → 1.7 ms for 200). Same condition.
-    const scopeOf = (perRow: boolean): Cond => (p) => {
+    // statement names only a few hundred rows by id (measured 4.4 → 1.7 ms for 200). `hashed`: the
+    // first place as a hash of the locations near its point, `skip-first`: without the first place
+    // (read by the statement itself; placeRows). Same conditions.
+    const within = (s: (typeof spatial)[number], p: (value: unknown) => string) => {
+      const box = boundingBox(s.point, s.meters);
+      return `point(l.lng, l.lat) <@ box(point(${p(box.minLng)}, ${p(box.minLat)}), point(${p(box.maxLng)}, ${p(box.maxLat)}))
+          AND search.distance_m(${p(s.point.lat)}, ${p(s.point.lng)}, l.lat, l.lng) <= ${p(s.meters)}`;
+    };
+    const scopeOf = (places: 'exists' | 'per-row' | 'hashed' | 'skip-first'): Cond => (p) => {
       const where = [
         `i.item_network = ${p(context.networkId)}`, `i.item_domain = ${p(context.domain)}`, `i.item_type = ${p(context.itemType)}`,
         `i.lifecycle_status = 'live'`,
       ];
       if (anchor) where.push(`i.item_id <> ${p(anchor.id)}::uuid`);
       for (const f of filters) where.push(filterSql(f, 'i', p));
-      for (const s of spatial) {
-        const box = boundingBox(s.point, s.meters);
-        const near = `l.item_id = i.item_id
-          AND point(l.lng, l.lat) <@ box(point(${p(box.minLng)}, ${p(box.minLat)}), point(${p(box.maxLng)}, ${p(box.maxLat)}))
-          AND search.distance_m(${p(s.point.lat)}, ${p(s.point.lng)}, l.lat, l.lng) <= ${p(s.meters)}`;
-        where.push(perRow ? `coalesce((SELECT true FROM search.item_locations l WHERE ${near} LIMIT 1), false)`
-          : `EXISTS (SELECT 1 FROM search.item_locations l WHERE ${near})`);
-      }
+      spatial.forEach((s, n) => {
+        if (n === 0 && places === 'skip-first') return;
+        // Under OR, PostgreSQL keeps the IN as a (hashed) sub-plan instead of turning it into a join
+        // it would order by its own estimates; OR false changes nothing else.
+        if (n === 0 && places === 'hashed') where.push(`(i.item_id IN (SELECT l.item_id FROM search.item_locations l WHERE ${within(s, p)}) OR false)`);
+        else if (places === 'per-row') where.push(`coalesce((SELECT true FROM search.item_locations l WHERE l.item_id = i.item_id AND ${within(s, p)} LIMIT 1), false)`);
+        else where.push(`EXISTS (SELECT 1 FROM search.item_locations l WHERE l.item_id = i.item_id AND ${within(s, p)})`);
+      });
       return where.join('\n AND ');
     };
-    const scope = scopeOf(false);
+    const scope = scopeOf('exists');
     const sameModel: Cond = (p) => sameModelSql('i', provider.version, { id: p(provider.version.model_id), quantization: p(provider.version.quantization) });
     const comparable = [scope, sameModel];
     /**
@@ -313,7 +372,7 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
         textMatch = (p) => `(${lexical!(p)}) OR i.item_id = ANY(${p(ids)}::uuid[])`;
       } else if (ids.length) {
         // A few hundred rows by id: the places checked per row.
-        const f = filterOf([...base.map((c) => (c === scope ? scopeOf(true) : c)), (p) => `i.item_id = ANY(${p(ids)}::uuid[])`]);
+        const f = filterOf([...base.map((c) => (c === scope ? scopeOf('per-row') : c)), (p) => `i.item_id = ANY(${p(ids)}::uuid[])`]);
         const { rows } = await db.query<{ item_id: string; lexical: boolean }>(
           `SELECT i.item_id::text AS item_id, ${lexical((v) => `$${f.params.push(v)}`)} AS lexical FROM search.items i WHERE ${f.where}`, f.params);
         const passing = new Set(rows.map((r) => r.item_id));
@@ -328,7 +387,34 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
     const counted = textMatch ? [...base, lexical!] : base;
     // The page needs the matches' ids unless it comes from the similar items alone (below).
     const fromSimilar = relevance && ranking === textVector && depth <= vectorMatches.length;
-    const { n: found, estimated, ids: countedIds } = await countRows(db, counted, totalBound, { withIds: !fromSimilar });
+    /**
+     * The lexical matches within the first place, read as placeReadPlan chooses from the planner's
+     * estimates of each word's rows and of the locations in the place's box (one EXPLAIN).
+     */
+    const placeRows = async (): Promise<Rows> => {
+      const first = spatial[0];
+      const box = boundingBox(first.point, first.meters);
+      const params: unknown[] = [];
+      const p = (value: unknown) => `$${params.push(value)}`;
+      // current_schema() is parallel-unsafe: the plan stays serial, so each source is one node of
+      // the Append with its whole estimate (a parallel plan divides them among workers).
+      const sources = [...terms.map((t) => `SELECT current_schema() FROM search.items i WHERE i.search_words @@ to_tsquery('simple', ${p(t)})`),
+        `SELECT current_schema() FROM search.item_locations l
+          WHERE l.lat BETWEEN ${p(box.minLat)} AND ${p(box.maxLat)} AND l.lng BETWEEN ${p(box.minLng)} AND ${p(box.maxLng)}`];
+      const { children } = await planRows(db, sources.join(' UNION ALL '), params);
+      if (children.length !== sources.length) return rowsOf(counted);
+      const others = counted.filter((c) => c !== scope);
+      const plan = engine.placeRead ?? placeReadPlan(Math.min(...children.slice(0, -1)), children[children.length - 1]);
+      if (plan === 'text-first') return rowsOf([scopeOf('per-row'), ...others]);
+      if (plan === 'hashed') return rowsOf([scopeOf('hashed'), ...others]);
+      // Each item near the point once, then its row (LIMIT 1: a primary key, and a lateral
+      // sub-select the planner cannot turn into another join order).
+      return (p) => `SELECT i.item_id FROM (SELECT DISTINCT l.item_id FROM search.item_locations l WHERE ${within(first, p)}) n
+        CROSS JOIN LATERAL (SELECT i.item_id FROM search.items i WHERE i.item_id = n.item_id
+          AND ${[scopeOf('skip-first'), ...others].map((c) => `(${c(p)})`).join(' AND ')} LIMIT 1) i`;
+    };
+    const { n: found, estimated, ids: countedIds } = await countRows(db, counted, totalBound,
+      { withIds: !fromSimilar, ...(textMatch && spatial.length ? { read: placeRows } : {}) });
     const total = found + similarNotLexical;
     // Every match, when the count read them: the counted rows and the similar ones passing the filters.
     const matchIds = countedIds && [...new Set([...countedIds, ...vectorMatches.map((n) => n.item_id)])];

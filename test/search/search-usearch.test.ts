@@ -21,6 +21,7 @@ let signalsKey: string;
 let index: UsearchIndex;
 let annEngine: SearchEngine;
 let exactEngine: SearchEngine;
+let parts: Parameters<typeof createSearchEngine>[0];
 
 const KINDS = ['Veterinary Hospital', 'Primary Health Centre', 'Govt High School', 'Girls Senior Secondary School', 'Bus Stand',
   'Gram Panchayat Office', 'Milk Collection Centre', 'Anganwadi Centre', 'Rice Mill', 'Sub Health Centre'];
@@ -53,7 +54,7 @@ beforeAll(async () => {
   index = (await usearchIndexOf(platform.ctx))!;
   await caughtUp();
   const engine = await import('../../lib/search/engine.ts').then((m) => m.searchEngine(platform.ctx));
-  const parts = { network: engine.network, backend: engine.backend, provider: engine.provider, transaction: engine.transaction };
+  parts = { network: engine.network, backend: engine.backend, provider: engine.provider, transaction: engine.transaction };
   // exactMaxRows 0: every search goes through the index, however few the rows.
   annEngine = createSearchEngine({ ...parts, index, exactMaxRows: 0 });
   exactEngine = createSearchEngine({ ...parts });
@@ -85,6 +86,30 @@ describe('in-process vector index (usearch)', () => {
       a.message.items.forEach((item, n) => expect(item.score).toBeCloseTo(b.message.items[n].score!, 6));
     });
   }
+
+  it('reads a text search\'s matches within places text-first, hashed or place-first with the same answers', async () => {
+    const near = (lng: number, lat: number, distanceMeters: number) => ({ op: 's_dwithin', geometry: { type: 'Point', coordinates: [lng, lat] }, distanceMeters });
+    const searches: [Record<string, unknown>, Record<string, unknown>?][] = [
+      [{ textSearch: 'school', spatial: [near(76.4, 29.7, 20_000)] }],
+      [{ textSearch: 'health centre', filters: [{ op: 'neq', target: 'item_state.category', value: 'Education' }], spatial: [near(76.3, 29.6, 30_000)], sort: 'nearest' }],
+      [{ textSearch: 'bus stand', spatial: [near(76.4, 29.7, 40_000), near(76.6, 29.9, 25_000)], sort: 'newest' }, { limit: 3, offset: 2 }],
+      [{ textSearch: 'centre', item: { id: items[7].item_id }, spatial: [near(76.5, 29.8, 50_000)] }, { limit: 4 }],
+      [{ textSearch: 'zqxj', spatial: [near(76.4, 29.7, 20_000)] }],
+    ];
+    for (const totalExactBound of [1000, 3]) {
+      const engines = (['text-first', 'hashed', 'place-first'] as const).map((placeRead) => createSearchEngine({ ...parts, placeRead, totalExactBound }));
+      for (const [intent, pagination] of searches) {
+        const expected = await runSearch(createSearchEngine({ ...parts, totalExactBound }), body(intent, pagination));
+        if (intent.textSearch !== 'zqxj') expect(expected.message.meta.total, JSON.stringify(intent)).toBeGreaterThan(0);
+        for (const engine of engines) {
+          expect((await runSearch(engine, body(intent, pagination))).message, `${engine.placeRead} ${JSON.stringify(intent)}`).toEqual(expected.message);
+        }
+      }
+    }
+    // Past the exact bound the total is an estimate, flagged, whichever way the matches are read.
+    const wide = await runSearch(createSearchEngine({ ...parts, placeRead: 'place-first', totalExactBound: 3 }), body(searches[0][0]));
+    expect(wide.message.meta.total_estimated).toBe(true);
+  });
 
   it('gives consistent pages through the index: no duplicates or gaps, ties newest first', async () => {
     const all = await runSearch(annEngine, body({ textSearch: 'health centre' }, { limit: 100 }));
