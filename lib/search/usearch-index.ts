@@ -1,11 +1,12 @@
 /**
- * The in-process vector index (usearch HNSW, cosine, bf16 vectors, connectivity 16) of one search
+ * The in-process vector index (usearch HNSW, cosine, bf16 vectors, settings HNSW) of one search
  * process, for PostgreSQL servers without pgvector (the embedded default). PostgreSQL stays the
  * source of truth; this process keeps a copy:
  * - file: DATA_DIR/search-index/<model>.usearch with a .json beside it (database epoch, model
- *   version, scalar kind, change cursor). Loaded at start when it belongs to this database, model
- *   version and SCALAR and loads whole; otherwise (missing, corrupt, another model, dimension count
- *   or scalar kind) it is rebuilt
+ *   version, scalar kind, graph settings, change cursor). Loaded at start when it belongs to this
+ *   database, model version, SCALAR and graph settings (HNSW's connectivity and expansion_add) and
+ *   loads whole; otherwise (missing, corrupt, another model, dimension count, scalar kind or graph)
+ *   it is rebuilt
  *   from search.items in the background. Until an index is complete, `ready()` is false and
  *   searches take the exact path (logged once per state change): a half-built index never answers.
  * - catch-up: every CATCH_UP_MS the rows written since the cursor (search.items.change_seq) are
@@ -36,6 +37,8 @@ const SETTLE_MS = 5_000;
 const SAVE_EVERY_MS = 5 * 60_000;
 /** Rows read per step of a build or a catch-up. */
 const READ_BATCH = 2000;
+/** Rows caught up between two yields to the event loop (~75 ms of upserts on the full file). */
+const UPSERT_SLICE = 25;
 /** Candidates asked of the graph at least (its search keeps HNSW.expansion_search), and the most it is ever asked for. */
 const MIN_CANDIDATES = 100;
 const MAX_CANDIDATES = 20_000;
@@ -51,6 +54,12 @@ interface FileMeta {
   model: ModelVersion;
   /** The index's scalar kind (SCALAR); absent in files of earlier versions (f16), which are rebuilt. */
   scalar?: string;
+  /**
+   * The graph's settings when it was built (HNSW's connectivity and expansion_add); absent in files
+   * of earlier versions (16 and 128), which are rebuilt: the beam HNSW.expansion_search reaches
+   * the measured recall only on a graph built so.
+   */
+  graph?: { connectivity: number; expansion_add: number };
   cursor: number;
   size: number;
   /** SHA-256 (hex) of the index file: checked before the file reaches the native loader. */
@@ -84,12 +93,14 @@ export interface UsearchIndexDeps {
 
 /**
  * HNSW settings (measured on the full PMGSY file, 266,974 hashing vectors, recall@20 of the
- * re-ranked top 120 against brute force over 200 queries: docs/decisions.md "Search at scale"):
- * 16 links per node and 128 candidates kept while adding (build ~100 s on 2 cores); EXPANSION_SEARCH
- * candidates kept while searching: 400 gave 0.91, 800 0.94, 1600 0.965 (the texts are many and
- * near-identical, so the exact top 20 sits among hundreds of near-ties).
+ * service's re-ranked answers against brute force over the benchmark's 200 queries:
+ * docs/decisions.md "Search at scale"): 16 links per node, 384 candidates kept while adding (the
+ * texts are many and near-identical, so the exact top 20 sits among hundreds of near-ties: a
+ * graph built wider finds them with a narrow beam) and 400 while searching: recall 0.97, against
+ * 0.964 with 128 and 1,600 (half the graph's CPU per search), for a build ~3x longer (~164 s at
+ * load 3). Pages are cut from one beam while 2 x (offset + limit + 100) <= expansion_search.
  */
-export const HNSW = { connectivity: 16, expansion_add: 128, expansion_search: 1600 };
+export const HNSW = { connectivity: 16, expansion_add: 384, expansion_search: 400 };
 /**
  * Scalar kind of the graph's vectors. bf16: this CPU family (AVX-512 BF16, no FP16) computes bf16
  * cosines natively, f16 through conversions; graph distances only choose candidates (their exact
@@ -97,6 +108,8 @@ export const HNSW = { connectivity: 16, expansion_add: 128, expansion_search: 16
  * (docs/decisions.md "Search at scale"). Kept in the file's metadata: a file of another kind is rebuilt.
  */
 export const SCALAR = 'bf16';
+/** What a file's graph was built with (recorded in its .json; a file built otherwise is rebuilt). */
+export const GRAPH = { connectivity: HNSW.connectivity, expansion_add: HNSW.expansion_add };
 const newIndex = (dimensions: number) => new Index({ metric: 'cos', dimensions, quantization: SCALAR, ...HNSW } as never);
 
 /** Keys of usearch results (uint64) as the strings PostgreSQL takes for bigint[]. */
@@ -165,7 +178,9 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
       const why = meta.epoch !== epoch ? 'built for another database'
         : meta.model?.model_id !== version.model_id || meta.model?.quantization !== version.quantization || meta.model?.dimensions !== dimensions
           ? 'built for another model version'
-          : meta.scalar !== SCALAR ? `built with ${meta.scalar ?? 'f16'} scalars, not ${SCALAR}` : undefined;
+          : meta.scalar !== SCALAR ? `built with ${meta.scalar ?? 'f16'} scalars, not ${SCALAR}`
+            : meta.graph?.connectivity !== GRAPH.connectivity || meta.graph?.expansion_add !== GRAPH.expansion_add
+              ? `built with another graph (${JSON.stringify(meta.graph ?? { connectivity: 16, expansion_add: 128 })}, not ${JSON.stringify(GRAPH)})` : undefined;
       if (why) {
         log.warn({ file }, `vector index file ${why}: rebuilding`);
         return false;
@@ -189,7 +204,7 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
     if (!index) return;
     await mkdir(dir, { recursive: true });
     const tmp = `${file}.tmp`;
-    const meta: Omit<FileMeta, 'sha256'> = { epoch, model: version, scalar: SCALAR, cursor, size: index.size() };
+    const meta: Omit<FileMeta, 'sha256'> = { epoch, model: version, scalar: SCALAR, graph: GRAPH, cursor, size: index.size() };
     index.save(tmp);
     const sha256 = await fileDigest(tmp);
     await rename(tmp, file);
@@ -264,9 +279,15 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
                 CASE WHEN lifecycle_status = 'live' AND ${sameModel} THEN search.embedding_f16(embedding) END AS e
            FROM search.items WHERE change_seq > $3 ORDER BY change_seq LIMIT ${READ_BATCH}`, [...modelParams, from]);
       const fresh = rows.filter((r) => applied.get(r.k) !== Number(r.s));
-      upsert(fresh.filter((r) => r.keep).map((r) => ({ key: BigInt(r.k), vector: decodeHalf(r.e!) })));
-      remove(fresh.filter((r) => !r.keep).map((r) => BigInt(r.k)));
-      for (const r of fresh) applied.set(r.k, Number(r.s));
+      // In slices, yielding between them: replacing a vector cost ~3 ms on the full file (measured),
+      // so the 2,000 rows of a step would hold every search back ~6 s.
+      for (let i = 0; i < fresh.length; i += UPSERT_SLICE) {
+        if (i) await yieldToEventLoop();
+        const slice = fresh.slice(i, i + UPSERT_SLICE);
+        upsert(slice.filter((r) => r.keep).map((r) => ({ key: BigInt(r.k), vector: decodeHalf(r.e!) })));
+        remove(slice.filter((r) => !r.keep).map((r) => BigInt(r.k)));
+        for (const r of slice) applied.set(r.k, Number(r.s));
+      }
       count += fresh.length;
       if (rows.length) top = Math.max(top, Number(rows.at(-1)!.s));
       if (rows.length < READ_BATCH) break;
