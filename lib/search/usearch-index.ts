@@ -15,6 +15,10 @@
  *   after a later one, so each poll reads again from the cursor of SETTLE_MS ago; a row already
  *   applied at the same change_seq is skipped.
  * - saved after a build, then at most every SAVE_EVERY_MS while changes arrive, and on close.
+ * - the rows' stored binary16 vectors are kept in memory beside the graph (read from search.items
+ *   with the build, or after a load: the file holds the graph's bf16 vectors only), so a search
+ *   reads its candidates' rows without their vectors; a candidate's score uses its vector as of the
+ *   last catch-up, like the graph.
  * Several search processes on one database each keep their own copy (and file: use one DATA_DIR
  * per process).
  */
@@ -28,8 +32,8 @@ import { Index } from 'usearch';
 import type { Pool } from '../platform/db.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ModelVersion } from './embeddings/index.ts';
-import { decodeHalf } from './half.ts';
-import { byRank, neighbourColumns, rankRows, SIMILARITY_MARGIN, type IndexAnswer, type Neighbour, type VectorIndex } from './vector-index.ts';
+import { cosineToHalf, decodeHalf, encodeHalf } from './half.ts';
+import { byRank, NEIGHBOUR_ID_COLUMNS, SIMILARITY_MARGIN, type IndexAnswer, type Neighbour, type VectorIndex } from './vector-index.ts';
 import { dims, type SqlRunner } from './vector-backend.ts';
 
 export const CATCH_UP_MS = 500;
@@ -112,6 +116,48 @@ export const SCALAR = 'bf16';
 export const GRAPH = { connectivity: HNSW.connectivity, expansion_add: HNSW.expansion_add };
 const newIndex = (dimensions: number) => new Index({ metric: 'cos', dimensions, quantization: SCALAR, ...HNSW } as never);
 
+/** Vectors per chunk of a VectorStore (12 MB of 384-dimension binary16 vectors). */
+const STORE_CHUNK = 16_384;
+
+/**
+ * Byte vectors of one width by a numeric key (an ann_key), in a few large chunks rather than one
+ * object per vector, which every full garbage collection would walk (267k on the full file).
+ * Freed slots are reused.
+ */
+class VectorStore {
+  private readonly chunks: Uint8Array[] = [];
+  private readonly slots = new Map<number, number>();
+  private readonly free: number[] = [];
+  private next = 0;
+  constructor(private readonly width: number) {}
+
+  set(key: number, bytes: Uint8Array): void {
+    let slot = this.slots.get(key);
+    if (slot === undefined) {
+      slot = this.free.pop() ?? this.next++;
+      this.slots.set(key, slot);
+    }
+    const chunk = Math.floor(slot / STORE_CHUNK);
+    while (this.chunks.length <= chunk) this.chunks.push(new Uint8Array(STORE_CHUNK * this.width));
+    this.chunks[chunk].set(bytes, (slot % STORE_CHUNK) * this.width);
+  }
+
+  /** The vector of `key` (a view into the store: valid until the key is set or deleted again). */
+  get(key: number): Uint8Array | undefined {
+    const slot = this.slots.get(key);
+    if (slot === undefined) return undefined;
+    const at = (slot % STORE_CHUNK) * this.width;
+    return this.chunks[Math.floor(slot / STORE_CHUNK)].subarray(at, at + this.width);
+  }
+
+  delete(key: number): void {
+    const slot = this.slots.get(key);
+    if (slot === undefined) return;
+    this.slots.delete(key);
+    this.free.push(slot);
+  }
+}
+
 /** Keys of usearch results (uint64) as the strings PostgreSQL takes for bigint[]. */
 const keyStrings = (keys: BigUint64Array, from: number, to: number) => Array.from(keys.subarray(from, to), String);
 
@@ -142,6 +188,12 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
 
   let state: State = 'loading';
   let index: Index | undefined;
+  /**
+   * The stored binary16 vectors (search.embedding_f16's bytes) of the graph's rows, by ann_key,
+   * kept in step with it (build, load, catch-up): the candidates' exact similarities are computed
+   * from them rather than from vectors read with each candidate (docs/decisions.md "Search at scale").
+   */
+  let stored = new VectorStore(dimensions * 2);
   let epoch = '';
   let cursor = 0;
   /** change_seq applied per key, for rows read again within SETTLE_MS. */
@@ -214,6 +266,26 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
     lastSave = Date.now();
   }
 
+  /**
+   * The stored vector of every live row of the model version, by ann_key, read in steps of
+   * READ_BATCH (`each` sees each step, e.g. to add it to a graph).
+   * @throws Error when the service stops meanwhile, or a read fails.
+   */
+  async function readLive(each?: (rows: { k: string; e: Buffer }[]) => Promise<void>): Promise<VectorStore> {
+    const out = new VectorStore(dimensions * 2);
+    let after = '0';
+    for (;;) {
+      if ((state as State) === 'closed' || (pool as { ending?: boolean }).ending) throw new Error('stopped before the vectors were read');
+      const { rows } = await pool.query<{ k: string; e: Buffer }>(
+        `SELECT ann_key::text AS k, search.embedding_f16(embedding) AS e FROM search.items
+          WHERE lifecycle_status = 'live' AND ${sameModel} AND ann_key > $3 ORDER BY ann_key LIMIT ${READ_BATCH}`, [...modelParams, after]);
+      if (!rows.length) return out;
+      for (const r of rows) out.set(Number(r.k), r.e);
+      await each?.(rows);
+      after = rows.at(-1)!.k;
+    }
+  }
+
   /** Builds a complete index from search.items into a new Index; serves it only when complete. */
   async function build(): Promise<void> {
     state = 'building';
@@ -221,13 +293,7 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
     const started = performance.now();
     const from = await maxSeq(); // everything after is caught up later (re-applying is harmless)
     const built = newIndex(dimensions);
-    let after = '0';
-    for (;;) {
-      if ((state as State) === 'closed' || (pool as { ending?: boolean }).ending) throw new Error('stopped before the build completed');
-      const { rows } = await pool.query<{ k: string; e: Buffer }>(
-        `SELECT ann_key::text AS k, search.embedding_f16(embedding) AS e FROM search.items
-          WHERE lifecycle_status = 'live' AND ${sameModel} AND ann_key > $3 ORDER BY ann_key LIMIT ${READ_BATCH}`, [...modelParams, after]);
-      if (!rows.length) break;
+    const builtStored = await readLive(async (rows) => {
       const keys = new BigUint64Array(rows.length);
       const vectors = new Float32Array(rows.length * dimensions);
       rows.forEach((r, n) => {
@@ -239,9 +305,9 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
         built.add(keys.subarray(i, i + 500), vectors.subarray(i * dimensions, Math.min(rows.length, i + 500) * dimensions), threads);
         await yieldToEventLoop();
       }
-      after = rows.at(-1)!.k;
-    }
+    });
     index = built;
+    stored = builtStored;
     cursor = from;
     applied.clear();
     history.length = 0;
@@ -250,18 +316,24 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
     log.info({ size: built.size(), seconds: Math.round(buildSeconds * 10) / 10, file }, 'vector index built: searches use it');
   }
 
-  function upsert(entries: { key: bigint; vector: Float32Array }[]): void {
+  /** Adds or replaces rows by ann_key `k`, `e` their stored vector (search.embedding_f16's bytes). */
+  function put(rows: { k: string; e: Uint8Array }[]): void {
     if (!index) return;
-    for (const { key, vector } of entries) {
+    for (const { k, e } of rows) {
+      const key = BigInt(k);
       if (index.contains(key)) index.remove(key);
-      index.add(key, vector);
+      index.add(key, decodeHalf(e));
+      stored.set(Number(k), e);
     }
-    if (entries.length) dirty = true;
+    if (rows.length) dirty = true;
   }
 
   function remove(keys: bigint[]): void {
     if (!index) return;
-    for (const key of keys) if (index.contains(key)) index.remove(key);
+    for (const key of keys) {
+      if (index.contains(key)) index.remove(key);
+      stored.delete(Number(key));
+    }
     if (keys.length) dirty = true;
   }
 
@@ -284,7 +356,7 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
       for (let i = 0; i < fresh.length; i += UPSERT_SLICE) {
         if (i) await yieldToEventLoop();
         const slice = fresh.slice(i, i + UPSERT_SLICE);
-        upsert(slice.filter((r) => r.keep).map((r) => ({ key: BigInt(r.k), vector: decodeHalf(r.e!) })));
+        put(slice.filter((r) => r.keep).map((r) => ({ k: r.k, e: r.e! })));
         remove(slice.filter((r) => !r.keep).map((r) => BigInt(r.k)));
         for (const r of slice) applied.set(r.k, Number(r.s));
       }
@@ -335,6 +407,7 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
   const open = (rebuild: boolean) => serial(async () => {
     epoch = await readEpoch();
     if (rebuild || !(await load())) await build();
+    else stored = await readLive(); // the file holds the graph's bf16 vectors only
     if ((state as State) === 'closed') return;
     state = 'ready';
     await catchUp();
@@ -343,6 +416,7 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
     if (state === 'closed') return;
     state = 'failed';
     index = undefined;
+    stored = new VectorStore(dimensions * 2);
     log.error({ err: (err as Error).message, retry_ms: retryMs }, 'vector index unavailable: searches take the exact path until it is rebuilt');
     timer = setTimeout(() => {
       if ((state as State) !== 'closed' && !(pool as { ending?: boolean }).ending) void open(true);
@@ -382,10 +456,19 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
         // every row checked is read with its vector.
         while (checked < usable && passed.length < k) {
           const end = Math.min(usable, checked + (checked ? Math.max(MIN_STEP, Math.ceil(((k - passed.length) * 1.5 * checked) / Math.max(passed.length, 1))) : k + FIRST_SLACK));
-          const { rows } = await db.query<{ item_id: string; t: string; e: string }>(
-            `SELECT ${neighbourColumns(filter)} FROM search.items i WHERE i.ann_key = ANY(${keyParam}::bigint[]) AND ${filter.where}`,
+          const { rows } = await db.query<{ k: string; item_id: string; t: string; flag?: boolean }>(
+            `SELECT i.ann_key::text AS k, ${NEIGHBOUR_ID_COLUMNS}${filter.flag ? `, (${filter.flag}) AS flag` : ''}
+               FROM search.items i WHERE i.ann_key = ANY(${keyParam}::bigint[]) AND ${filter.where}`,
             [...filter.params, keyStrings(found.keys, checked, end)]);
-          passed.push(...rankRows(vector, rows).filter((n) => minSimilarity === undefined || n.similarity >= minSimilarity));
+          for (const r of rows) {
+            const e = stored.get(Number(r.k));
+            // Absent only for a row the graph holds whose vector was not read yet (not caught up).
+            if (!e) continue;
+            const similarity = cosineToHalf(vector, e);
+            if (minSimilarity === undefined || similarity >= minSimilarity) {
+              passed.push({ item_id: r.item_id, t: Number(r.t), similarity, ...(r.flag !== undefined ? { flag: r.flag } : {}) });
+            }
+          }
           checked = end;
         }
         if (passed.length >= k) break;
@@ -398,11 +481,12 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
       }
       return { found: passed.sort(byRank).slice(0, k), complete };
     },
-    upsert,
+    upsert: (entries) => put(entries.map(({ key, vector }) => ({ k: String(key), e: encodeHalf([vector]) }))),
     remove,
     rebuild: () => serial(async () => {
       await rm(file, { force: true });
       index = undefined;
+      stored = new VectorStore(dimensions * 2);
       await build();
       state = 'ready';
     }),

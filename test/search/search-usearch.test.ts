@@ -140,11 +140,22 @@ describe('in-process vector index (usearch)', () => {
     expect(meta.size).toBe(await liveRows());
     const open = () => openUsearchIndex({ pool: platform.ctx.pool, logger: platform.ctx.logger, dataDir: platform.dataDir, version: (annEngine.provider.version) });
 
-    // The file as saved loads as is.
+    // The file as saved loads as is, and answers with the stored vectors read beside it (the file
+    // holds the graph's bf16 vectors only): the same pages and scores as the exact path.
     const reopened = open();
     await reopened.whenSettled();
     expect(reopened.status()).toMatchObject({ state: 'ready' });
     expect(reopened.status().build_seconds).toBeUndefined();
+    const loaded = createSearchEngine({ ...annEngine, index: reopened, exactMaxRows: 0 });
+    for (const intent of [{ textSearch: 'veternary hospital' }, { item: { id: items[7].item_id } }]) {
+      const [a, b] = [await runSearch(loaded, body(intent)), await runSearch(exactEngine, body(intent))];
+      expect(a.message.items.map((i) => [i.item_id, i.score])).toEqual(b.message.items.map((i) => [i.item_id, i.score]));
+    }
+    // Through the index alone (no exact path behind it): every candidate has its vector.
+    const vector = await annEngine.embedText('rice mill');
+    const { found } = await reopened.search(platform.ctx.pool, vector, 10, { where: `i.lifecycle_status = 'live'`, params: [] });
+    expect(found).toHaveLength(10);
+    expect(found[0].similarity).toBeGreaterThan(0.5);
     await reopened.close();
 
     await writeFile(metaFile, JSON.stringify({ ...meta, model: { ...meta.model, model_id: 'another-model' } }));
