@@ -1,7 +1,7 @@
 /**
  * The usearch graph alone on the vectors of the large PMGSY file (hashing, 384 d, rounded to
- * binary16 as stored): for each scalar kind (GRAPH_KINDS, default f16,bf16,i8) and candidates kept
- * while adding (GRAPH_ADD, default 128), the build time and CPU (2 threads), then for each number of
+ * binary16 as stored): for each scalar kind (GRAPH_KINDS, default f16,bf16,i8), links per node
+ * (GRAPH_CONN, default 16) and candidates kept while adding (GRAPH_ADD, default 128), the build time and CPU (2 threads), then for each number of
  * candidates kept while searching (GRAPH_SEARCH, default 400,800,1000,1600) recall@20 and the CPU
  * per query. Recall as bench/search.ts counts it, without the service: the graph's first 240
  * candidates, the first 120 of them re-ranked by their exact cosine, against brute force; 200
@@ -58,14 +58,15 @@ const truth = queries.map(({ q, exclude, text }) => {
 console.log(`${N} vectors; load ${readFileSync('/proc/loadavg', 'utf8').trim()}`);
 const kinds = (process.env.GRAPH_KINDS ?? 'f16,bf16,i8').split(',');
 const adds = (process.env.GRAPH_ADD ?? '128').split(',').map(Number);
+const conns = (process.env.GRAPH_CONN ?? '16').split(',').map(Number);
 const searches = (process.env.GRAPH_SEARCH ?? '400,800,1000,1600').split(',').map(Number);
 const keys = new BigUint64Array(N); for (let i = 0; i < N; i++) keys[i] = BigInt(i + 1);
-for (const add of adds) for (const kind of kinds) {
-  const index = new Index({ metric: 'cos', dimensions: D, quantization: kind, connectivity: 16, expansion_add: add, expansion_search: 64 } as never);
+for (const conn of conns) for (const add of adds) for (const kind of kinds) {
+  const index = new Index({ metric: 'cos', dimensions: D, quantization: kind, connectivity: conn, expansion_add: add, expansion_search: 64 } as never);
   const t0 = performance.now(); const c0 = process.cpuUsage();
   for (let i = 0; i < N; i += 5000) index.add(keys.subarray(i, i + 5000), matrix.subarray(i * D, Math.min(N, i + 5000) * D), 2);
   const cpuB = process.cpuUsage(c0);
-  console.log(`${kind} add ${add}: build ${((performance.now() - t0) / 1000).toFixed(1)} s wall, ${((cpuB.user + cpuB.system) / 1e6).toFixed(1)} s CPU; load ${readFileSync('/proc/loadavg', 'utf8').trim()}`);
+  console.log(`${kind} conn ${conn} add ${add}: build ${((performance.now() - t0) / 1000).toFixed(1)} s wall, ${((cpuB.user + cpuB.system) / 1e6).toFixed(1)} s CPU; load ${readFileSync('/proc/loadavg', 'utf8').trim()}`);
   for (const es of searches) {
     // usearch keeps max(expansion_search, k) candidates: asking for es of them sets the beam.
     let hits = 0, asked = 0, thits = 0, tasked = 0;
@@ -80,6 +81,6 @@ for (const add of adds) for (const kind of kinds) {
       if (text) { thits += h; tasked += truth[qi].wanted; } else { hits += h; asked += truth[qi].wanted; }
     }
     const c = process.cpuUsage(c1);
-    console.log(`  ${kind} add ${add} search ${es}: recall anchors ${(hits / asked).toFixed(4)} texts ${(thits / tasked).toFixed(4)}; CPU/query ${((c.user + c.system) / 1000 / queries.length).toFixed(2)} ms (incl. rerank)`);
+    console.log(`  ${kind} conn ${conn} add ${add} search ${es}: recall anchors ${(hits / asked).toFixed(4)} texts ${(thits / tasked).toFixed(4)}; CPU/query ${((c.user + c.system) / 1000 / queries.length).toFixed(2)} ms (incl. rerank)`);
   }
 }

@@ -1,11 +1,12 @@
 /**
- * The in-process vector index (usearch HNSW, cosine, bf16 vectors, connectivity 16) of one search
+ * The in-process vector index (usearch HNSW, cosine, bf16 vectors, settings HNSW) of one search
  * process, for PostgreSQL servers without pgvector (the embedded default). PostgreSQL stays the
  * source of truth; this process keeps a copy:
  * - file: DATA_DIR/search-index/<model>.usearch with a .json beside it (database epoch, model
- *   version, scalar kind, change cursor). Loaded at start when it belongs to this database, model
- *   version and SCALAR and loads whole; otherwise (missing, corrupt, another model, dimension count
- *   or scalar kind) it is rebuilt
+ *   version, scalar kind, graph settings, change cursor). Loaded at start when it belongs to this
+ *   database, model version, SCALAR and graph settings (HNSW's connectivity and expansion_add) and
+ *   loads whole; otherwise (missing, corrupt, another model, dimension count, scalar kind or graph)
+ *   it is rebuilt
  *   from search.items in the background. Until an index is complete, `ready()` is false and
  *   searches take the exact path (logged once per state change): a half-built index never answers.
  * - catch-up: every CATCH_UP_MS the rows written since the cursor (search.items.change_seq) are
@@ -14,6 +15,10 @@
  *   after a later one, so each poll reads again from the cursor of SETTLE_MS ago; a row already
  *   applied at the same change_seq is skipped.
  * - saved after a build, then at most every SAVE_EVERY_MS while changes arrive, and on close.
+ * - the rows' stored binary16 vectors are kept in memory beside the graph (read from search.items
+ *   with the build, or after a load: the file holds the graph's bf16 vectors only), so a search
+ *   reads its candidates' rows without their vectors; a candidate's score uses its vector as of the
+ *   last catch-up, like the graph.
  * Several search processes on one database each keep their own copy (and file: use one DATA_DIR
  * per process).
  */
@@ -27,8 +32,8 @@ import { Index } from 'usearch';
 import type { Pool } from '../platform/db.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ModelVersion } from './embeddings/index.ts';
-import { decodeHalf } from './half.ts';
-import { byRank, neighbourColumns, rankRows, SIMILARITY_MARGIN, type IndexAnswer, type Neighbour, type VectorIndex } from './vector-index.ts';
+import { cosineToHalf, decodeHalf, encodeHalf } from './half.ts';
+import { byRank, NEIGHBOUR_ID_COLUMNS, SIMILARITY_MARGIN, type IndexAnswer, type Neighbour, type VectorIndex } from './vector-index.ts';
 import { dims, type SqlRunner } from './vector-backend.ts';
 
 export const CATCH_UP_MS = 500;
@@ -36,6 +41,8 @@ const SETTLE_MS = 5_000;
 const SAVE_EVERY_MS = 5 * 60_000;
 /** Rows read per step of a build or a catch-up. */
 const READ_BATCH = 2000;
+/** Rows caught up between two yields to the event loop (~75 ms of upserts on the full file). */
+const UPSERT_SLICE = 25;
 /** Candidates asked of the graph at least (its search keeps HNSW.expansion_search), and the most it is ever asked for. */
 const MIN_CANDIDATES = 100;
 const MAX_CANDIDATES = 20_000;
@@ -51,6 +58,12 @@ interface FileMeta {
   model: ModelVersion;
   /** The index's scalar kind (SCALAR); absent in files of earlier versions (f16), which are rebuilt. */
   scalar?: string;
+  /**
+   * The graph's settings when it was built (HNSW's connectivity and expansion_add); absent in files
+   * of earlier versions (16 and 128), which are rebuilt: the beam HNSW.expansion_search reaches
+   * the measured recall only on a graph built so.
+   */
+  graph?: { connectivity: number; expansion_add: number };
   cursor: number;
   size: number;
   /** SHA-256 (hex) of the index file: checked before the file reaches the native loader. */
@@ -84,12 +97,14 @@ export interface UsearchIndexDeps {
 
 /**
  * HNSW settings (measured on the full PMGSY file, 266,974 hashing vectors, recall@20 of the
- * re-ranked top 120 against brute force over 200 queries: docs/decisions.md "Search at scale"):
- * 16 links per node and 128 candidates kept while adding (build ~100 s on 2 cores); EXPANSION_SEARCH
- * candidates kept while searching: 400 gave 0.91, 800 0.94, 1600 0.965 (the texts are many and
- * near-identical, so the exact top 20 sits among hundreds of near-ties).
+ * service's re-ranked answers against brute force over the benchmark's 200 queries:
+ * docs/decisions.md "Search at scale"): 16 links per node, 384 candidates kept while adding (the
+ * texts are many and near-identical, so the exact top 20 sits among hundreds of near-ties: a
+ * graph built wider finds them with a narrow beam) and 400 while searching: recall 0.97, against
+ * 0.964 with 128 and 1,600 (half the graph's CPU per search), for a build ~3x longer (~164 s at
+ * load 3). Pages are cut from one beam while 2 x (offset + limit + 100) <= expansion_search.
  */
-export const HNSW = { connectivity: 16, expansion_add: 128, expansion_search: 1600 };
+export const HNSW = { connectivity: 16, expansion_add: 384, expansion_search: 400 };
 /**
  * Scalar kind of the graph's vectors. bf16: this CPU family (AVX-512 BF16, no FP16) computes bf16
  * cosines natively, f16 through conversions; graph distances only choose candidates (their exact
@@ -97,7 +112,51 @@ export const HNSW = { connectivity: 16, expansion_add: 128, expansion_search: 16
  * (docs/decisions.md "Search at scale"). Kept in the file's metadata: a file of another kind is rebuilt.
  */
 export const SCALAR = 'bf16';
+/** What a file's graph was built with (recorded in its .json; a file built otherwise is rebuilt). */
+export const GRAPH = { connectivity: HNSW.connectivity, expansion_add: HNSW.expansion_add };
 const newIndex = (dimensions: number) => new Index({ metric: 'cos', dimensions, quantization: SCALAR, ...HNSW } as never);
+
+/** Vectors per chunk of a VectorStore (12 MB of 384-dimension binary16 vectors). */
+const STORE_CHUNK = 16_384;
+
+/**
+ * Byte vectors of one width by a numeric key (an ann_key), in a few large chunks rather than one
+ * object per vector, which every full garbage collection would walk (267k on the full file).
+ * Freed slots are reused.
+ */
+class VectorStore {
+  private readonly chunks: Uint8Array[] = [];
+  private readonly slots = new Map<number, number>();
+  private readonly free: number[] = [];
+  private next = 0;
+  constructor(private readonly width: number) {}
+
+  set(key: number, bytes: Uint8Array): void {
+    let slot = this.slots.get(key);
+    if (slot === undefined) {
+      slot = this.free.pop() ?? this.next++;
+      this.slots.set(key, slot);
+    }
+    const chunk = Math.floor(slot / STORE_CHUNK);
+    while (this.chunks.length <= chunk) this.chunks.push(new Uint8Array(STORE_CHUNK * this.width));
+    this.chunks[chunk].set(bytes, (slot % STORE_CHUNK) * this.width);
+  }
+
+  /** The vector of `key` (a view into the store: valid until the key is set or deleted again). */
+  get(key: number): Uint8Array | undefined {
+    const slot = this.slots.get(key);
+    if (slot === undefined) return undefined;
+    const at = (slot % STORE_CHUNK) * this.width;
+    return this.chunks[Math.floor(slot / STORE_CHUNK)].subarray(at, at + this.width);
+  }
+
+  delete(key: number): void {
+    const slot = this.slots.get(key);
+    if (slot === undefined) return;
+    this.slots.delete(key);
+    this.free.push(slot);
+  }
+}
 
 /** Keys of usearch results (uint64) as the strings PostgreSQL takes for bigint[]. */
 const keyStrings = (keys: BigUint64Array, from: number, to: number) => Array.from(keys.subarray(from, to), String);
@@ -129,6 +188,12 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
 
   let state: State = 'loading';
   let index: Index | undefined;
+  /**
+   * The stored binary16 vectors (search.embedding_f16's bytes) of the graph's rows, by ann_key,
+   * kept in step with it (build, load, catch-up): the candidates' exact similarities are computed
+   * from them rather than from vectors read with each candidate (docs/decisions.md "Search at scale").
+   */
+  let stored = new VectorStore(dimensions * 2);
   let epoch = '';
   let cursor = 0;
   /** change_seq applied per key, for rows read again within SETTLE_MS. */
@@ -165,7 +230,9 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
       const why = meta.epoch !== epoch ? 'built for another database'
         : meta.model?.model_id !== version.model_id || meta.model?.quantization !== version.quantization || meta.model?.dimensions !== dimensions
           ? 'built for another model version'
-          : meta.scalar !== SCALAR ? `built with ${meta.scalar ?? 'f16'} scalars, not ${SCALAR}` : undefined;
+          : meta.scalar !== SCALAR ? `built with ${meta.scalar ?? 'f16'} scalars, not ${SCALAR}`
+            : meta.graph?.connectivity !== GRAPH.connectivity || meta.graph?.expansion_add !== GRAPH.expansion_add
+              ? `built with another graph (${JSON.stringify(meta.graph ?? { connectivity: 16, expansion_add: 128 })}, not ${JSON.stringify(GRAPH)})` : undefined;
       if (why) {
         log.warn({ file }, `vector index file ${why}: rebuilding`);
         return false;
@@ -189,7 +256,7 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
     if (!index) return;
     await mkdir(dir, { recursive: true });
     const tmp = `${file}.tmp`;
-    const meta: Omit<FileMeta, 'sha256'> = { epoch, model: version, scalar: SCALAR, cursor, size: index.size() };
+    const meta: Omit<FileMeta, 'sha256'> = { epoch, model: version, scalar: SCALAR, graph: GRAPH, cursor, size: index.size() };
     index.save(tmp);
     const sha256 = await fileDigest(tmp);
     await rename(tmp, file);
@@ -199,6 +266,26 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
     lastSave = Date.now();
   }
 
+  /**
+   * The stored vector of every live row of the model version, by ann_key, read in steps of
+   * READ_BATCH (`each` sees each step, e.g. to add it to a graph).
+   * @throws Error when the service stops meanwhile, or a read fails.
+   */
+  async function readLive(each?: (rows: { k: string; e: Buffer }[]) => Promise<void>): Promise<VectorStore> {
+    const out = new VectorStore(dimensions * 2);
+    let after = '0';
+    for (;;) {
+      if ((state as State) === 'closed' || (pool as { ending?: boolean }).ending) throw new Error('stopped before the vectors were read');
+      const { rows } = await pool.query<{ k: string; e: Buffer }>(
+        `SELECT ann_key::text AS k, search.embedding_f16(embedding) AS e FROM search.items
+          WHERE lifecycle_status = 'live' AND ${sameModel} AND ann_key > $3 ORDER BY ann_key LIMIT ${READ_BATCH}`, [...modelParams, after]);
+      if (!rows.length) return out;
+      for (const r of rows) out.set(Number(r.k), r.e);
+      await each?.(rows);
+      after = rows.at(-1)!.k;
+    }
+  }
+
   /** Builds a complete index from search.items into a new Index; serves it only when complete. */
   async function build(): Promise<void> {
     state = 'building';
@@ -206,13 +293,7 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
     const started = performance.now();
     const from = await maxSeq(); // everything after is caught up later (re-applying is harmless)
     const built = newIndex(dimensions);
-    let after = '0';
-    for (;;) {
-      if ((state as State) === 'closed' || (pool as { ending?: boolean }).ending) throw new Error('stopped before the build completed');
-      const { rows } = await pool.query<{ k: string; e: Buffer }>(
-        `SELECT ann_key::text AS k, search.embedding_f16(embedding) AS e FROM search.items
-          WHERE lifecycle_status = 'live' AND ${sameModel} AND ann_key > $3 ORDER BY ann_key LIMIT ${READ_BATCH}`, [...modelParams, after]);
-      if (!rows.length) break;
+    const builtStored = await readLive(async (rows) => {
       const keys = new BigUint64Array(rows.length);
       const vectors = new Float32Array(rows.length * dimensions);
       rows.forEach((r, n) => {
@@ -224,9 +305,9 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
         built.add(keys.subarray(i, i + 500), vectors.subarray(i * dimensions, Math.min(rows.length, i + 500) * dimensions), threads);
         await yieldToEventLoop();
       }
-      after = rows.at(-1)!.k;
-    }
+    });
     index = built;
+    stored = builtStored;
     cursor = from;
     applied.clear();
     history.length = 0;
@@ -235,18 +316,24 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
     log.info({ size: built.size(), seconds: Math.round(buildSeconds * 10) / 10, file }, 'vector index built: searches use it');
   }
 
-  function upsert(entries: { key: bigint; vector: Float32Array }[]): void {
+  /** Adds or replaces rows by ann_key `k`, `e` their stored vector (search.embedding_f16's bytes). */
+  function put(rows: { k: string; e: Uint8Array }[]): void {
     if (!index) return;
-    for (const { key, vector } of entries) {
+    for (const { k, e } of rows) {
+      const key = BigInt(k);
       if (index.contains(key)) index.remove(key);
-      index.add(key, vector);
+      index.add(key, decodeHalf(e));
+      stored.set(Number(k), e);
     }
-    if (entries.length) dirty = true;
+    if (rows.length) dirty = true;
   }
 
   function remove(keys: bigint[]): void {
     if (!index) return;
-    for (const key of keys) if (index.contains(key)) index.remove(key);
+    for (const key of keys) {
+      if (index.contains(key)) index.remove(key);
+      stored.delete(Number(key));
+    }
     if (keys.length) dirty = true;
   }
 
@@ -264,9 +351,15 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
                 CASE WHEN lifecycle_status = 'live' AND ${sameModel} THEN search.embedding_f16(embedding) END AS e
            FROM search.items WHERE change_seq > $3 ORDER BY change_seq LIMIT ${READ_BATCH}`, [...modelParams, from]);
       const fresh = rows.filter((r) => applied.get(r.k) !== Number(r.s));
-      upsert(fresh.filter((r) => r.keep).map((r) => ({ key: BigInt(r.k), vector: decodeHalf(r.e!) })));
-      remove(fresh.filter((r) => !r.keep).map((r) => BigInt(r.k)));
-      for (const r of fresh) applied.set(r.k, Number(r.s));
+      // In slices, yielding between them: replacing a vector cost ~3 ms on the full file (measured),
+      // so the 2,000 rows of a step would hold every search back ~6 s.
+      for (let i = 0; i < fresh.length; i += UPSERT_SLICE) {
+        if (i) await yieldToEventLoop();
+        const slice = fresh.slice(i, i + UPSERT_SLICE);
+        put(slice.filter((r) => r.keep).map((r) => ({ k: r.k, e: r.e! })));
+        remove(slice.filter((r) => !r.keep).map((r) => BigInt(r.k)));
+        for (const r of slice) applied.set(r.k, Number(r.s));
+      }
       count += fresh.length;
       if (rows.length) top = Math.max(top, Number(rows.at(-1)!.s));
       if (rows.length < READ_BATCH) break;
@@ -314,6 +407,7 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
   const open = (rebuild: boolean) => serial(async () => {
     epoch = await readEpoch();
     if (rebuild || !(await load())) await build();
+    else stored = await readLive(); // the file holds the graph's bf16 vectors only
     if ((state as State) === 'closed') return;
     state = 'ready';
     await catchUp();
@@ -322,6 +416,7 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
     if (state === 'closed') return;
     state = 'failed';
     index = undefined;
+    stored = new VectorStore(dimensions * 2);
     log.error({ err: (err as Error).message, retry_ms: retryMs }, 'vector index unavailable: searches take the exact path until it is rebuilt');
     timer = setTimeout(() => {
       if ((state as State) !== 'closed' && !(pool as { ending?: boolean }).ending) void open(true);
@@ -361,10 +456,19 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
         // every row checked is read with its vector.
         while (checked < usable && passed.length < k) {
           const end = Math.min(usable, checked + (checked ? Math.max(MIN_STEP, Math.ceil(((k - passed.length) * 1.5 * checked) / Math.max(passed.length, 1))) : k + FIRST_SLACK));
-          const { rows } = await db.query<{ item_id: string; t: string; e: string }>(
-            `SELECT ${neighbourColumns(filter)} FROM search.items i WHERE i.ann_key = ANY(${keyParam}::bigint[]) AND ${filter.where}`,
+          const { rows } = await db.query<{ k: string; item_id: string; t: string; flag?: boolean }>(
+            `SELECT i.ann_key::text AS k, ${NEIGHBOUR_ID_COLUMNS}${filter.flag ? `, (${filter.flag}) AS flag` : ''}
+               FROM search.items i WHERE i.ann_key = ANY(${keyParam}::bigint[]) AND ${filter.where}`,
             [...filter.params, keyStrings(found.keys, checked, end)]);
-          passed.push(...rankRows(vector, rows).filter((n) => minSimilarity === undefined || n.similarity >= minSimilarity));
+          for (const r of rows) {
+            const e = stored.get(Number(r.k));
+            // Absent only for a row the graph holds whose vector was not read yet (not caught up).
+            if (!e) continue;
+            const similarity = cosineToHalf(vector, e);
+            if (minSimilarity === undefined || similarity >= minSimilarity) {
+              passed.push({ item_id: r.item_id, t: Number(r.t), similarity, ...(r.flag !== undefined ? { flag: r.flag } : {}) });
+            }
+          }
           checked = end;
         }
         if (passed.length >= k) break;
@@ -377,11 +481,12 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
       }
       return { found: passed.sort(byRank).slice(0, k), complete };
     },
-    upsert,
+    upsert: (entries) => put(entries.map(({ key, vector }) => ({ k: String(key), e: encodeHalf([vector]) }))),
     remove,
     rebuild: () => serial(async () => {
       await rm(file, { force: true });
       index = undefined;
+      stored = new VectorStore(dimensions * 2);
       await build();
       state = 'ready';
     }),

@@ -95,6 +95,8 @@ export function byRank(a: Neighbour, b: Neighbour): number {
  */
 export const NEIGHBOUR_COLUMNS = `i.item_id::text AS item_id, (extract(epoch FROM i.created_at) * 1000000)::int8 AS t,
   encode(search.embedding_f16(i.embedding), 'base64') AS e`;
+/** NEIGHBOUR_COLUMNS without the vector (for an index that holds the stored vectors itself: usearch). */
+export const NEIGHBOUR_ID_COLUMNS = `i.item_id::text AS item_id, (extract(epoch FROM i.created_at) * 1000000)::int8 AS t`;
 
 /** NEIGHBOUR_COLUMNS and the filter's `flag`, if any. */
 export const neighbourColumns = (filter: CandidateFilter) => (filter.flag ? `${NEIGHBOUR_COLUMNS}, (${filter.flag}) AS flag` : NEIGHBOUR_COLUMNS);

@@ -2,7 +2,7 @@
  * The in-process vector index (usearch) of the search service on the embedded PostgreSQL: items
  * stored at signals, indexed by the real search-index-items task, caught up into the index from
  * search.items; the index answers like the exact path, pages stay consistent, retirements and
- * edits reach it, a file of another model version or scalar kind or a corrupt file is rebuilt, and so is an index
+ * edits reach it, a file of another model version, scalar kind or graph, or a corrupt file, is rebuilt, and so is an index
  * whose first catch-up failed.
  */
 import { randomUUID } from 'node:crypto';
@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSearchEngine, usearchIndexOf } from '../../lib/search/engine.ts';
 import { runSearch, type SearchEngine } from '../../lib/search/query.ts';
 import { searchBodySchema } from '../../lib/search/request.ts';
-import { openUsearchIndex, SCALAR, type UsearchIndex } from '../../lib/search/usearch-index.ts';
+import { GRAPH, openUsearchIndex, SCALAR, type UsearchIndex } from '../../lib/search/usearch-index.ts';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.ts';
 import { until } from '../helpers/until.ts';
 
@@ -157,7 +157,7 @@ describe('in-process vector index (usearch)', () => {
     expect(found.message.items[0]?.item_id).toBe(item.item_id);
   });
 
-  it('rebuilds from search.items when the file is of another model version, or corrupt, and answers exactly meanwhile', async () => {
+  it('rebuilds from search.items when the file is of another model version, scalar kind or graph, or corrupt, and answers exactly meanwhile', async () => {
     await index.catchUp();
     await index.save();
     const metaFile = `${index.file}.json`;
@@ -165,11 +165,22 @@ describe('in-process vector index (usearch)', () => {
     expect(meta.size).toBe(await liveRows());
     const open = () => openUsearchIndex({ pool: platform.ctx.pool, logger: platform.ctx.logger, dataDir: platform.dataDir, version: (annEngine.provider.version) });
 
-    // The file as saved loads as is.
+    // The file as saved loads as is, and answers with the stored vectors read beside it (the file
+    // holds the graph's bf16 vectors only): the same pages and scores as the exact path.
     const reopened = open();
     await reopened.whenSettled();
     expect(reopened.status()).toMatchObject({ state: 'ready' });
     expect(reopened.status().build_seconds).toBeUndefined();
+    const loaded = createSearchEngine({ ...annEngine, index: reopened, exactMaxRows: 0 });
+    for (const intent of [{ textSearch: 'veternary hospital' }, { item: { id: items[7].item_id } }]) {
+      const [a, b] = [await runSearch(loaded, body(intent)), await runSearch(exactEngine, body(intent))];
+      expect(a.message.items.map((i) => [i.item_id, i.score])).toEqual(b.message.items.map((i) => [i.item_id, i.score]));
+    }
+    // Through the index alone (no exact path behind it): every candidate has its vector.
+    const vector = await annEngine.embedText('rice mill');
+    const { found } = await reopened.search(platform.ctx.pool, vector, 10, { where: `i.lifecycle_status = 'live'`, params: [] });
+    expect(found).toHaveLength(10);
+    expect(found[0].similarity).toBeGreaterThan(0.5);
     await reopened.close();
 
     await writeFile(metaFile, JSON.stringify({ ...meta, model: { ...meta.model, model_id: 'another-model' } }));
@@ -193,6 +204,18 @@ describe('in-process vector index (usearch)', () => {
     expect(afterScalarChange.status().build_seconds).toBeDefined();
     expect(JSON.parse(await readFile(metaFile, 'utf8')).scalar).toBe(SCALAR);
     await afterScalarChange.close();
+
+    // A graph built with other settings (here: a file written before they were recorded, 16 links
+    // and 128 candidates while adding) is rebuilt with GRAPH's.
+    const { graph, ...ungraphed } = JSON.parse(await readFile(metaFile, 'utf8'));
+    expect(graph).toEqual(GRAPH);
+    await writeFile(metaFile, JSON.stringify(ungraphed));
+    const afterGraphChange = open();
+    await afterGraphChange.whenSettled();
+    expect(afterGraphChange.status()).toMatchObject({ state: 'ready', size: await liveRows() });
+    expect(afterGraphChange.status().build_seconds).toBeDefined();
+    expect(JSON.parse(await readFile(metaFile, 'utf8')).graph).toEqual(GRAPH);
+    await afterGraphChange.close();
 
     await writeFile(index.file, Buffer.alloc(4096, 7));
     const afterCorruption = open();
