@@ -32,6 +32,7 @@ import { filterSql, resolveFilter, type ResolvedFilter } from './filters.ts';
 import { boundingBox, fromCoordinates, type GeoPoint } from '../network/geo.ts';
 import { DEFAULT_LIMIT, DEFAULT_VERSION, SearchError, type SearchBody, type SortOrder } from './request.ts';
 import { decodeHalf } from './half.ts';
+import { ReadCache } from '../platform/read-cache.ts';
 import { sameModelSql, type SqlRunner, type VectorBackendName } from './vector-backend.ts';
 import { bytesOf, exactNearest, type CandidateFilter, type Neighbour, type VectorIndex } from './vector-index.ts';
 
@@ -220,6 +221,50 @@ async function countRows(db: SqlRunner, conds: Cond[], bound: number,
   return exact !== undefined ? { ...exact, estimated: false } : { n: Math.max(guess, bound + 1), estimated: true };
 }
 
+/** The rows whose vectors compare with `provider`'s (its model version). */
+const sameModelOf = (provider: EmbeddingProvider): Cond => (p) =>
+  sameModelSql('i', provider.version, { id: p(provider.version.model_id), quantization: p(provider.version.quantization) });
+
+/** A text search's scope: its live items of a network, domain and item type, as a condition and a key. */
+interface TextScope { cond: Cond; key: string }
+
+function textScopeOf(network: string, domain: string, itemType: string): TextScope {
+  return {
+    cond: (p) => `i.item_network = ${p(network)} AND i.item_domain = ${p(domain)} AND i.item_type = ${p(itemType)} AND i.lifecycle_status = 'live'`,
+    key: JSON.stringify([network, domain, itemType]),
+  };
+}
+
+/** How long a scope's row count is reused (ms): it only chooses between the exact path and the index. */
+export const SCOPE_ROWS_MAX_AGE_MS = 5000;
+const scopeRowCaches = new WeakMap<SearchEngine, ReadCache<{ n: number; estimated: boolean }>>();
+
+/**
+ * The rows of a text search's scope comparable with the provider's model, as countRows answers up
+ * to the engine's exact bound (EXACT_MAX_ROWS), reused per scope for up to SCOPE_ROWS_MAX_AGE_MS (lib/platform/read-cache.ts; read on
+ * a connection of its own). The count only decides whether the similar items come from the exact
+ * path or from the vector index, and both give the same answer (the index falls back to the exact
+ * path when it cannot fill the page), so a count some seconds old changes no result; it saves every
+ * text search a statement (~0.3 ms of this process's socket writes and parsing, and PostgreSQL's
+ * planning). Called before the request takes its connection: a read waited for takes one of its own.
+ */
+async function scopeRows(engine: SearchEngine, scope: TextScope): Promise<{ n: number; estimated: boolean }> {
+  let cache = scopeRowCaches.get(engine);
+  if (!cache) {
+    const sameModel = sameModelOf(engine.provider);
+    const bound = engine.exactMaxRows ?? EXACT_MAX_ROWS;
+    cache = new ReadCache({
+      maxAgeMs: SCOPE_ROWS_MAX_AGE_MS, max: 100,
+      read: (key) => {
+        const [network, domain, itemType] = JSON.parse(key) as string[];
+        return engine.transaction((db) => countRows(db, [textScopeOf(network, domain, itemType).cond, sameModel], bound));
+      },
+    });
+    scopeRowCaches.set(engine, cache);
+  }
+  return (await cache.get(scope.key))!;
+}
+
 /**
  * CPU per row read (µs) of the three ways to read a text search's lexical matches within a place,
  * measured on the full PMGSY file (bounded counts of the benchmark's combined searches, CPU time of
@@ -269,8 +314,11 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
   const { filters } = checkScope(network, body);
 
   const terms = textTerms(intent.textSearch ?? '');
-  // Embedded before a connection is taken: a model call can take a while.
+  // Before a connection is taken: a model call can take a while, and a scope count waited for
+  // takes a connection of its own (scopeRows).
   const textVector = terms.length ? await engine.embedText(intent.textSearch!.trim()) : undefined;
+  const textScope = textScopeOf(context.networkId, context.domain, context.itemType);
+  const inScope = textVector && await scopeRows(engine, textScope);
   const index = engine.vectorIndex();
 
   return engine.transaction(async (db) => {
@@ -312,7 +360,7 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
       return where.join('\n AND ');
     };
     const scope = scopeOf('exists');
-    const sameModel: Cond = (p) => sameModelSql('i', provider.version, { id: p(provider.version.model_id), quantization: p(provider.version.quantization) });
+    const sameModel = sameModelOf(provider);
     const comparable = [scope, sameModel];
     /**
      * The rows `ids` (read by an earlier statement of this request under the full conditions)
@@ -357,13 +405,10 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
       // (sql/017_search_words.sql) are compared as they are: no row's text is parsed here.
       const query = terms.join(' & ');
       lexical = (p) => `i.search_words @@ to_tsquery('simple', ${p(query)})`;
-      const textScope: Cond = (p) => `i.item_network = ${p(context.networkId)} AND i.item_domain = ${p(context.domain)}
-        AND i.item_type = ${p(context.itemType)} AND i.lifecycle_status = 'live'`;
-      const inScope = await countRows(db, [textScope, sameModel], exactMax);
       // Without filters, places or anchor every similar item passes the request's conditions: which
       // are lexical matches comes with them (`flag`) rather than from a statement of its own.
       const textOnly = !anchor && !filters.length && !spatial.length;
-      const similar = await nearest(textVector, VECTOR_MATCH_LIMIT, [textScope, sameModel], inScope.estimated ? undefined : inScope.n,
+      const similar = await nearest(textVector, VECTOR_MATCH_LIMIT, [textScope.cond, sameModel], inScope!.estimated ? undefined : inScope!.n,
         { minSimilarity: provider.textThreshold, ...(textOnly ? { flag: lexical } : {}) });
       const ids = similar.map((n) => n.item_id);
       if (ids.length && textOnly) {
