@@ -127,12 +127,8 @@ export async function startEmbeddedPostgres(options: { dataDir: string; port: nu
     await run(pg_ctl, ['stop', '-D', clusterDir, '-m', 'fast', '-w'], asUser);
   }
   const logFile = path.join(clusterDir, 'server.log');
-  // max_wal_size 4 GB instead of 1 GB: a bulk upload writes ~1.2 GB of WAL for 267,000 rows, which
-  // forced two checkpoints per upload, each followed by a full-page image of every page touched
-  // again (33,000 of them). Time-based checkpoints (checkpoint_timeout) are unchanged; pg_wal may
-  // grow to ~4 GB during such writes (docs/decisions.md, "Bulk onboarding II").
   await run(pg_ctl, ['start', '-D', clusterDir, '-w', '-t', '60', '-l', logFile,
-    '-o', `-p ${options.port} -h 127.0.0.1 -k ${os.tmpdir()} -c max_wal_size=4GB`], asUser).catch(async (err) => {
+    '-o', `-p ${options.port} -h 127.0.0.1 -k ${os.tmpdir()}`], asUser).catch(async (err) => {
     const tail = await readFile(logFile, 'utf8').then((t) => t.split('\n').slice(-15).join('\n'), () => '');
     throw new Error(`PostgreSQL did not start on port ${options.port}: ${err.message}\n${tail}`);
   });
