@@ -10,8 +10,8 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from '../lib/platform/em
 /** Whether this run collects statement statistics (`BENCH_PG_STATEMENTS=1`). */
 export const PG_STATEMENTS = process.env.BENCH_PG_STATEMENTS === '1';
 
-/** One statement as pg_stat_statements counts it: calls, total execution time (ms), rows, its text (≤ 300 characters). */
-export interface StatementCost { calls: number; total_ms: number; rows: number; query: string }
+/** One statement as pg_stat_statements counts it: calls, total execution time (ms), rows, the WAL it wrote (MB, full-page images), its text (≤ 300 characters). */
+export interface StatementCost { calls: number; total_ms: number; rows: number; wal_mb: number; wal_fpi: number; query: string }
 
 /** With BENCH_PG_STATEMENTS=1, restarts the embedded server `db` (cluster `dataDir`) with pg_stat_statements loaded; else answers `db`. */
 export async function withStatementStats(db: EmbeddedPostgres, dataDir: string): Promise<EmbeddedPostgres> {
@@ -40,7 +40,8 @@ export async function resetStatements(pool: pg.Pool): Promise<void> {
 export async function topStatements(pool: pg.Pool, limit = 25): Promise<StatementCost[] | undefined> {
   if (!PG_STATEMENTS) return undefined;
   const { rows } = await pool.query<StatementCost>(
-    `SELECT calls::int, round(total_exec_time)::int AS total_ms, rows::int, left(regexp_replace(query, '\\s+', ' ', 'g'), 300) AS query
+    `SELECT calls::int, round(total_exec_time)::int AS total_ms, rows::int,
+            round(wal_bytes::numeric / 1048576, 1)::float8 AS wal_mb, wal_fpi::int, left(regexp_replace(query, '\\s+', ' ', 'g'), 300) AS query
        FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT $1`, [limit]);
   return rows;
 }

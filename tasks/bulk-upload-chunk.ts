@@ -177,7 +177,10 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
      */
     const pushToSignals = async (stored: Candidate[]): Promise<void> => {
       // Each item names its person (ciphertexts and blind indexes only), so signals links it to the person's user.
-      const answers = await signals.pushItems(stored.map((c) => ({ ...c.item, person: itemPerson(ctx.pii, c.participant.identity) })));
+      const answers = await signals.pushItems(stored.map((c) => {
+        const person = itemPerson(ctx.pii, c.participant.identity);
+        return person ? { ...c.item, person } : c.item;
+      }));
       stored.forEach((c, i) => {
         const answer = answers[i];
         if (answer.outcome === 'invalid' || answer.outcome === 'conflict' || !answer.lifecycle_status) {

@@ -119,7 +119,7 @@ export async function insertParticipants(
   participants: NewParticipant[],
 ): Promise<Set<string>> {
   if (participants.length === 0) return new Set();
-  const identityFields = new Set(scope.domain.fields.filter((f) => f.identity).map((f) => f.name));
+  const identityFields = fieldNames(scope.domain, 'identity');
   const enc = (v: string | undefined) => (v === undefined ? null : pii.encrypt(v));
   const rows = participants.map(({ participantId, participant: p, keys, lifecycleStatus, bulkUploadId, rowNumber }) => ({
     participant_id: participantId,
@@ -129,7 +129,7 @@ export async function insertParticipants(
     phone_index: keys.phoneIndex?.toString('hex') ?? null,
     email_index: keys.emailIndex?.toString('hex') ?? null,
     external_id: keys.externalId ?? null,
-    profile: Object.fromEntries(Object.entries(p.profile).filter(([k]) => !identityFields.has(k))),
+    profile: without(p.profile, identityFields),
     locations: p.locations,
     lifecycle_status: lifecycleStatus ?? null,
     bulk_upload_id: bulkUploadId ?? null,
@@ -149,6 +149,24 @@ export async function insertParticipants(
      RETURNING participant_id`,
     [JSON.stringify(rows), scope.aggregatorId, scope.orgId, scope.domain.name, scope.domain.itemType]);
   return new Set(inserted.map((r) => r.participant_id));
+}
+
+/** Names of the domain's fields with the `private` or `identity` annotation; computed once per domain (run per row in bulk onboarding). */
+const fieldNameSets = new WeakMap<Domain, Record<'private' | 'identity', Set<string>>>();
+function fieldNames(domain: Domain, kind: 'private' | 'identity'): Set<string> {
+  let sets = fieldNameSets.get(domain);
+  if (!sets) {
+    sets = { private: new Set(domain.fields.filter((f) => f.private).map((f) => f.name)), identity: new Set(domain.fields.filter((f) => f.identity).map((f) => f.name)) };
+    fieldNameSets.set(domain, sets);
+  }
+  return sets[kind];
+}
+
+/** A copy of `record` without the keys in `left` (a loop: no entry arrays per row, as Object.entries would make). */
+function without(record: Record<string, unknown>, left: Set<string>): Record<string, unknown> {
+  const kept: Record<string, unknown> = {};
+  for (const key in record) if (!left.has(key)) kept[key] = record[key];
+  return kept;
 }
 
 /**
@@ -183,13 +201,12 @@ export function participantItem(
   participant: CoercedParticipant,
   origin: { createdBy: string; instanceUrl: string | null },
 ): ItemInput {
-  const privateFields = new Set(domain.fields.filter((f) => f.private).map((f) => f.name));
   return {
     item_network: network.id,
     item_domain: domain.name,
     item_type: domain.itemType,
     item_id: participantId,
-    item_state: Object.fromEntries(Object.entries(participant.profile).filter(([k]) => !privateFields.has(k))),
+    item_state: without(participant.profile, fieldNames(domain, 'private')),
     item_locations: participant.locations,
     item_instance_url: origin.instanceUrl,
     item_schema_url: domain.schemaId,

@@ -143,11 +143,14 @@ export const RECORD_COLUMNS = `item_network, item_domain, item_type, item_id, it
  */
 export async function upsertItems(client: PoolClient, network: Network, items: ItemInput[]): Promise<UpsertResult[]> {
   if (items.length === 0) return [];
+  // Rows and snapshots are built with their properties named, not by spread or rest copies: this runs
+  // for every pushed item, and the copies were ~40 % of this function's Node CPU (issue 17).
   const rows = items.map((item) => {
     // Organisation items (the network's `organisation` block) have no go-live rules: live, found by name.
     const domain = network.domains.get(item.item_domain);
     return {
-      ...item,
+      item_id: item.item_id, item_network: item.item_network, item_domain: item.item_domain, item_type: item.item_type,
+      item_state: item.item_state,
       item_locations: item.item_locations ?? [],
       item_instance_url: item.item_instance_url ?? null,
       item_schema_url: item.item_schema_url ?? null,
@@ -183,11 +186,19 @@ export async function upsertItems(client: PoolClient, network: Network, items: I
     [JSON.stringify(rows)],
   );
   const input = new Map(rows.map((r) => [r.item_id.toLowerCase(), r]));
-  const stored = returned.map(({ inserted, ...decided }): ItemRecord & { inserted: boolean } => {
-    const { search_text: _text, ...item } = input.get(decided.item_id)!;
-    return { ...item, ...decided, inserted };
-  });
-  const byId = new Map(stored.map((r) => [r.item_id, r]));
+  const byId = new Map<string, { record: ItemRecord; inserted: boolean }>();
+  for (const decided of returned) {
+    const r = input.get(decided.item_id)!;
+    byId.set(decided.item_id, {
+      record: {
+        item_network: r.item_network, item_domain: r.item_domain, item_type: r.item_type, item_id: decided.item_id,
+        item_state: r.item_state, item_locations: r.item_locations, item_instance_url: r.item_instance_url,
+        item_schema_url: r.item_schema_url, created_by: decided.created_by, created_at: decided.created_at,
+        updated_at: decided.updated_at, lifecycle_status: decided.lifecycle_status,
+      },
+      inserted: decided.inserted,
+    });
+  }
   const untouched = items.filter((i) => !byId.has(i.item_id)).map((i) => i.item_id);
   const existing = new Map<string, { identity: string; lifecycle_status: LifecycleStatus }>();
   if (untouched.length) {
@@ -196,16 +207,16 @@ export async function upsertItems(client: PoolClient, network: Network, items: I
          FROM signals.items WHERE item_id = ANY($1::uuid[])`, [untouched]);
     for (const r of found) existing.set(r.item_id, r);
   }
-  if (stored.length) {
+  if (byId.size) {
     await enqueue(client, {
       task: SEARCH_INDEX_TASK,
-      payload: { items: stored.map(({ inserted: _inserted, ...record }) => record) } satisfies IndexItemsPayload,
+      payload: { items: Array.from(byId.values(), (s) => s.record) } satisfies IndexItemsPayload,
       priority: SEARCH_INDEX_PRIORITY,
     });
   }
   return items.map((item) => {
     const row = byId.get(item.item_id);
-    if (row) return { item_id: item.item_id, outcome: row.inserted ? 'created' : 'updated', lifecycle_status: row.lifecycle_status };
+    if (row) return { item_id: item.item_id, outcome: row.inserted ? 'created' : 'updated', lifecycle_status: row.record.lifecycle_status };
     const found = existing.get(item.item_id)!;
     const identity = `${item.item_network}/${item.item_domain}/${item.item_type}`;
     return found.identity === identity

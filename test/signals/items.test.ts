@@ -57,6 +57,26 @@ describe('signals items', () => {
     expect(conflict.body.results[0]).toMatchObject({ outcome: 'conflict' });
   });
 
+  it('enqueues one indexing job per batch whose snapshots are the created and updated items exactly as stored', async () => {
+    const kept = facility();
+    const changed = facility();
+    await request(platform.url('signals')).post('/api/v1/items/batch').set('x-api-key', key).send({ items: [kept, changed] }).expect(200);
+    const jobsBefore = (await indexJobs()).length;
+    const created = facility({ item_state: { ...facility().item_state, name: 'Govt Primary School Karora' } });
+    const updated = { ...changed, item_state: { ...changed.item_state, name: 'Govt Senior Secondary School Karora' } };
+    const res = await request(platform.url('signals')).post('/api/v1/items/batch').set('x-api-key', key)
+      .send({ items: [kept, created, updated] });
+    expect(res.body.results.map((r: { outcome: string }) => r.outcome)).toEqual(['unchanged', 'created', 'updated']);
+
+    const jobs = await indexJobs();
+    expect(jobs).toHaveLength(jobsBefore + 1);
+    const snapshots = jobs.at(-1)!.items;
+    const stored = await Promise.all([created.item_id, updated.item_id].map(async (id) =>
+      (await request(platform.url('signals')).get(`/api/v1/items/${id}`).set('x-api-key', key).expect(200)).body));
+    expect(snapshots).toEqual(stored);
+    expect(stored[0]).toMatchObject({ lifecycle_status: 'live', item_state: created.item_state });
+  });
+
   it('keeps an item draft until the go-live rules are met, and moves lifecycle explicitly', async () => {
     const item = facility({ item_state: { name: 'Bus stand', category: 'Transport/Admin', district: 'Kaithal', state: 'Haryana' }, item_locations: [] });
     const created = await request(platform.url('signals')).put(`/api/v1/items/${item.item_id}`).set('x-api-key', key).send(item);
