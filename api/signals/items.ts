@@ -28,7 +28,7 @@ export const MAX_BATCH_ITEMS = 1000;
 /** The user fields of an item result when the item was linked to a person's user. */
 const userFields = (u: { userId: string; created: boolean } | undefined) => (u ? { user_id: u.userId, user_created: u.created } : {});
 
-export const idParam = z.object({ item_id: z.uuid() });
+export const idParam = z.object({ item_id: itemInputSchema.shape.item_id });
 export const batchSchema = z.object({ items: z.array(z.unknown()).min(1).max(MAX_BATCH_ITEMS) });
 const hex32 = z.string().regex(/^[0-9a-fA-F]{64}$/, 'expected the 32-byte blind index in hex');
 export const personSchema = z.strictObject({

@@ -56,7 +56,9 @@ export const itemInputSchema = z.object({
   item_network: z.string().min(1),
   item_domain: z.string().min(1),
   item_type: z.string().min(1),
-  item_id: z.uuid(),
+  // Lower-cased (RFC 9562 §4: UUIDs compare case-insensitively, and PostgreSQL prints them lower
+  // case): the batch's repeat check and its matching of returned rows compare strings.
+  item_id: z.uuid().overwrite((id) => id.toLowerCase()),
   item_state: z.record(z.string(), z.unknown()),
   item_locations: z.array(itemLocationSchema).max(50).default([]),
   item_instance_url: z.url().nullable().optional(),

@@ -57,6 +57,22 @@ describe('signals items', () => {
     expect(conflict.body.results[0]).toMatchObject({ outcome: 'conflict' });
   });
 
+  it('takes an upper-case item_id as the same item (RFC 9562: UUIDs compare case-insensitively), in batches and one at a time', async () => {
+    const item = facility();
+    const upper = { ...item, item_id: item.item_id.toUpperCase() };
+    const first = await request(platform.url('signals')).post('/api/v1/items/batch').set('x-api-key', key).send({ items: [upper] });
+    expect(first.status).toBe(200);
+    expect(first.body.results[0]).toMatchObject({ item_id: item.item_id, outcome: 'created' });
+    const again = await request(platform.url('signals')).post('/api/v1/items/batch').set('x-api-key', key).send({ items: [item, upper] });
+    expect(again.status).toBe(200);
+    expect(again.body.results[0]).toMatchObject({ item_id: item.item_id, outcome: 'unchanged' });
+    expect(again.body.results[1]).toMatchObject({ outcome: 'invalid' });
+    expect(again.body.results[1].message).toMatch(/item_id repeated in this batch/);
+    const one = await request(platform.url('signals')).put(`/api/v1/items/${upper.item_id}`).set('x-api-key', key).send(upper);
+    expect(one.status).toBe(200);
+    expect(one.body).toMatchObject({ outcome: 'unchanged', item: { item_id: item.item_id } });
+  });
+
   it('enqueues one indexing job per batch whose snapshots are the created and updated items exactly as stored', async () => {
     const kept = facility();
     const changed = facility();
