@@ -78,17 +78,6 @@ async function grantTraverse(dir: string, log?: (line: string) => void): Promise
   }
 }
 
-/**
- * `shared_buffers` of the embedded server, in MB: a quarter of the machine's memory (PostgreSQL's
- * own advice for a dedicated server), between PostgreSQL's default of 128 MB and 1 GB. With the
- * default, the full PMGSY file's search tables (~600 MB) were read through the kernel's page cache
- * page by page: a combined search (text + filter + place) cost PostgreSQL 17.0-17.5 ms of CPU, 11.5-12.2
- * ms with 1 GB (docs/decisions.md, "Search at scale"). Memory is taken as pages are used.
- */
-export function sharedBuffersMb(totalBytes = os.totalmem()): number {
-  return Math.max(128, Math.min(1024, Math.floor(totalBytes / 4 / 2 ** 20)));
-}
-
 async function exists(file: string): Promise<boolean> {
   return stat(file).then(() => true, () => false);
 }
@@ -139,7 +128,7 @@ export async function startEmbeddedPostgres(options: { dataDir: string; port: nu
   }
   const logFile = path.join(clusterDir, 'server.log');
   await run(pg_ctl, ['start', '-D', clusterDir, '-w', '-t', '60', '-l', logFile,
-    '-o', `-p ${options.port} -h 127.0.0.1 -k ${os.tmpdir()} -c shared_buffers=${sharedBuffersMb()}MB`], asUser).catch(async (err) => {
+    '-o', `-p ${options.port} -h 127.0.0.1 -k ${os.tmpdir()}`], asUser).catch(async (err) => {
     const tail = await readFile(logFile, 'utf8').then((t) => t.split('\n').slice(-15).join('\n'), () => '');
     throw new Error(`PostgreSQL did not start on port ${options.port}: ${err.message}\n${tail}`);
   });
