@@ -28,8 +28,8 @@ export interface WorkerHandle {
  * cost the worker ~30 % more CPU in full collections; 100 % held it as low (300-340 MB) for ~3 %
  * more CPU than V8's own factor (issue 17, docs/decisions.md "Bulk onboarding II", third pass).
  * Since then the worker keeps less; on the full PMGSY file 100 % peaked at 245-271 MB when the
- * search-indexing jobs followed the chunks, 70 % at 259 MB, 50 % at 224 MB for the same worker CPU
- * as 70 % (17.4 / 17.3 CPU-s; 15.5-16.2 at 100 %), so 50 %.
+ * search-indexing jobs followed the chunks, 70 % at 259 MB, 50 % at 224 and 259 MB for the same
+ * worker CPU as 70 % (16.7-17.4 / 17.3 CPU-s; 15.5-16.2 at 100 %), so 50 %.
  */
 export const WORKER_HEAP_GROWING_PERCENT = 50;
 
