@@ -27,11 +27,10 @@ export interface WorkerHandle {
  * factor let the worker's RSS reach ~410-440 MB (60,000 rows); 20 % held it near 310-340 MB but
  * cost the worker ~30 % more CPU in full collections; 100 % held it as low (300-340 MB) for ~3 %
  * more CPU than V8's own factor (issue 17, docs/decisions.md "Bulk onboarding II", third pass).
- * Since then the worker keeps less; on the full PMGSY file 100 % peaked at 245-271 MB when the
- * search-indexing jobs followed the chunks, 70 % at 259 MB, 50 % at 224 and 259 MB for the same
- * worker CPU as 70 % (16.7-17.4 / 17.3 CPU-s; 15.5-16.2 at 100 %), so 50 %.
+ * 50 % was tried on the full file (2026-11-25): peaks of 224 and 259 MB against 245-271 at 100 %,
+ * within the runs' spread, for ~8 % more worker CPU on CSV and ~35 % on XLSX (exceljs's garbage).
  */
-export const WORKER_HEAP_GROWING_PERCENT = 50;
+export const WORKER_HEAP_GROWING_PERCENT = 100;
 
 /**
  * Sets the process's V8 heap growth to WORKER_HEAP_GROWING_PERCENT: a process-wide flag, read by V8
