@@ -236,7 +236,7 @@ function textScopeOf(network: string, domain: string, itemType: string): TextSco
 }
 
 /** How long a scope's row count is reused (ms): it only chooses between the exact path and the index. */
-export const SCOPE_ROWS_MAX_AGE_MS = 5000;
+const SCOPE_ROWS_MAX_AGE_MS = 5000;
 const scopeRowCaches = new WeakMap<SearchEngine, ReadCache<{ n: number; estimated: boolean }>>();
 
 /**
