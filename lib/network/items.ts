@@ -187,7 +187,7 @@ export async function upsertItems(client: PoolClient, network: Network, items: I
        to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS updated_at, (xmax = 0) AS inserted`,
     [JSON.stringify(rows)],
   );
-  const input = new Map(rows.map((r) => [r.item_id.toLowerCase(), r]));
+  const input = new Map(rows.map((r) => [r.item_id, r])); // ids lower case, as PostgreSQL returns them (itemInputSchema)
   const byId = new Map<string, { record: ItemRecord; inserted: boolean }>();
   for (const decided of returned) {
     const r = input.get(decided.item_id)!;
