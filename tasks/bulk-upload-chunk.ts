@@ -37,6 +37,9 @@ import { createSignalsClient, itemPerson, MAX_ITEMS_PER_REQUEST } from '../lib/c
 import { keyFields, registeredReasons, repeatReasons } from '../lib/aggregator/bulk/duplicates.ts';
 import type { StagedRow } from './bulk-upload-stage.ts';
 
+/** What a staged row's slot holds once its batch is taken (see onboardRows). */
+const RELEASED: StagedRow = [0, []];
+
 /** Pushes to signals one chunk may have under way at once (each of up to MAX_ITEMS_PER_REQUEST items). */
 const PUSHES_IN_FLIGHT = 2;
 
@@ -84,11 +87,12 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
       // Chunks staged before issue 15 hold plaintext `rows`. The sealed text (~1 MB) is let go at once.
       const rows = chunk.rows_sealed ? openJson<StagedRow[]>(ctx.pii, chunk.rows_sealed) : chunk.rows ?? [];
       chunk.rows_sealed = null;
+      const rowCount = rows.length;
       const results = await onboardRows(client, job, domain, coercerFor(job, domain), rows);
 
       const failed = results.filter((r) => r.outcome === 'failed').length;
       const skipped = results.length - failed;
-      const passed = rows.length - results.length;
+      const passed = rowCount - results.length;
       if (results.length) {
         // Cells and reasons (which may quote a cell) encrypted: PII at rest (lib/aggregator/bulk/sealed.ts).
         await client.query(
@@ -114,7 +118,8 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
   };
 
   /**
-   * Coerces, checks, stores and pushes `rows`; returns the rows that did not pass. Works in batches
+   * Coerces, checks, stores and pushes `rows` (taking them out of the array batch by batch);
+   * returns the rows that did not pass. Works in batches
    * of the size signals takes per request: while one batch is pushed, the next is coerced and
    * inserted (at most PUSHES_IN_FLIGHT pushes at a time).
    * @throws SignalsUnavailableError (the caller's transaction rolls back; the chunk is retried)
@@ -192,8 +197,14 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
       });
     };
 
-    for (let i = 0; i < rows.length && pushFailure === undefined; i += MAX_ITEMS_PER_REQUEST) {
-      const stored = await store(rows.slice(i, i + MAX_ITEMS_PER_REQUEST));
+    const rowCount = rows.length;
+    for (let i = 0; i < rowCount && pushFailure === undefined; i += MAX_ITEMS_PER_REQUEST) {
+      const batch = rows.slice(i, i + MAX_ITEMS_PER_REQUEST);
+      // The chunk's array lets go of the batch: once pushed, a passed row's cells are garbage
+      // (failed and skipped rows keep theirs in `results`), so the chunk does not hold all of its
+      // 5,000 rows until it commits; less live data, a lower peak of the worker's heap (issue 17).
+      rows.fill(RELEASED, i, i + batch.length);
+      const stored = await store(batch);
       while (inFlight.size >= PUSHES_IN_FLIGHT) await Promise.race(inFlight);
       const pushing: Promise<void> = pushToSignals(stored).catch((err) => { pushFailure ??= err; }).finally(() => inFlight.delete(pushing));
       inFlight.add(pushing);

@@ -64,7 +64,8 @@ export function bulkUploadStage(ctx: PlatformContext): Task {
       writing.catch(() => {});
     };
     try {
-      table = await openTable(() => ctx.storage.get(job.file_object_key), job.file_format, tableLimits(ctx.config));
+      table = await openTable(() => ctx.storage.get(job.file_object_key), job.file_format, tableLimits(ctx.config),
+        () => ctx.storage.scan(job.file_object_key));
       const fieldNames = new Set(domain.fields.map((f) => f.name));
       const coerce = createRowCoercer(ctx.network, domain,
         matchHeaders(domain, table.headers, withReportColumnsIgnored(table.headers, job.column_map, fieldNames)));

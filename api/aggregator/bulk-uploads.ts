@@ -208,7 +208,8 @@ export async function matchSuggestions(ctx: PlatformContext, job: BulkUploadReco
   const domain = ctx.network.domains.get(job.participant_type)!;
   let table;
   try {
-    table = await openTable(() => ctx.storage.get(job.file_object_key), job.file_format, tableLimits(ctx.config));
+    table = await openTable(() => ctx.storage.get(job.file_object_key), job.file_format, tableLimits(ctx.config),
+      () => ctx.storage.scan(job.file_object_key));
   } catch (err) {
     if (err instanceof TableFormatError) throw new HttpError(422, `The file cannot be read: ${err.message}`, { code: 'unreadable_file' });
     throw err;

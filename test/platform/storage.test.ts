@@ -108,6 +108,18 @@ function storageBehaviours(backend: () => Backend) {
     expect(await storage.stat('prefix/only/child.txt')).toEqual({ key: 'prefix/only/child.txt', size: 1 });
   });
 
+  it('scans an object\'s bytes in order, chunk by chunk; a missing key throws ObjectNotFoundError when scanned', async () => {
+    const { storage } = backend();
+    const bytes = randomBytes(3 * 1024 * 1024 + 17);
+    await storage.put('scan/a.bin', bytes);
+    const chunks: Buffer[] = [];
+    // A chunk may be reused for the next one: a pass keeps a copy of what it keeps.
+    for await (const chunk of storage.scan('scan/a.bin')) chunks.push(Buffer.from(chunk));
+    expect(chunks.length).toBeGreaterThan(1);
+    expect(Buffer.concat(chunks).equals(bytes)).toBe(true);
+    await expect((async () => { for await (const _ of storage.scan('never/written.bin')) { /* nothing */ } })()).rejects.toThrow(ObjectNotFoundError);
+  });
+
   it('streams a multi-megabyte body through without holding it whole, and the object appears only when complete', async () => {
     const { storage, bytesInFlight } = backend();
     const hash = createHash('sha256');

@@ -20,13 +20,14 @@ const SNIFF_CHARS = 64 * 1024;
 const ESCAPED_FORMULA = /^'[=+\-@\t\r\uFF1D\uFF0B\uFF0D\uFF20]/;
 
 /**
- * Opens a CSV table (see `openTable`). Row numbers count records, as a spreadsheet shows them
- * (a quoted newline does not start a new row; blank lines do).
+ * Opens a CSV table (see `openTable`; `scan`, when given, serves the encoding pass instead of a
+ * stream from `open`). Row numbers count records, as a spreadsheet shows them (a quoted newline
+ * does not start a new row; blank lines do).
  * @throws TableFormatError for an empty file, no header row, an unknown encoding, and (from the
  *   rows iterator) malformed CSV such as a quote that is never closed.
  */
-export async function openCsvTable(open: () => Promise<Readable>): Promise<Table> {
-  const { encoding, empty } = await detectEncoding(await open());
+export async function openCsvTable(open: () => Promise<Readable>, scan?: () => AsyncIterable<Buffer>): Promise<Table> {
+  const { encoding, empty } = await detectEncoding(scan ? scan() : await open());
   if (empty) throw new TableFormatError('the file is empty');
   const raw = await open();
   const text = encoding === 'utf-8' ? raw : pipeline(raw, iconv.decodeStream(encoding) as unknown as Transform, () => {});

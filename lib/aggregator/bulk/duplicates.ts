@@ -22,25 +22,110 @@ export function keyFields(domain: Domain): { phone?: string; email?: string; ext
   };
 }
 
+/** Longest decimal integer kept as a number: exact as a double (< 2^53). */
+const MAX_NUMBER_DIGITS = 15;
+const CANONICAL_INTEGER = /^[1-9]\d*$/;
+
 /**
- * The form a key is remembered in: a canonical decimal integer of up to 15 digits (no sign, no
- * leading zero: exact as a double) as that number, any other value as its string. Distinct
- * strings keep distinct forms (a number never equals a string in a Map). Many files' external ids
- * are such integers; as numbers the tracker holds no string per key: 14.7 instead of 21.1 MB for
- * the 267,000 ids of the PMGSY file, held through staging, the worker's peak of memory (issue 17).
+ * First row numbers of integer keys in two typed arrays (open addressing, linear probing), for
+ * the keys `keyForm` turns into numbers. A Map held them at ~55 bytes per key in the V8 heap, its
+ * table doubling in the large-object space (14.7 MB for the 267,000 ids of the PMGSY file, and
+ * 22 MB while it grew), and V8 lets the heap grow to twice what survives: the tracker drove the
+ * worker's peak RSS during staging (issue 17). Here: 12 bytes per slot, at most 3/4 full, outside
+ * the V8 heap (8.4 MB at most for that file, while growing).
  */
-function keyForm(value: string): string | number {
-  return value.length <= 15 && /^[1-9]\d*$/.test(value) ? Number(value) : value;
+class IntegerKeyRows {
+  private keys = new Float64Array(1024);
+  /** Row number per slot; 0 = empty (row numbers start at 1). */
+  private rows = new Int32Array(1024);
+  private size = 0;
+
+  /** The first row of `key` (a non-negative integer < 2^53), or undefined. */
+  get(key: number): number | undefined {
+    const row = this.rows[this.slot(key)];
+    return row === 0 ? undefined : row;
+  }
+
+  /** Remembers `rowNumber` (≥ 1) for `key`; an earlier row stays. */
+  set(key: number, rowNumber: number): void {
+    let slot = this.slot(key);
+    if (this.rows[slot] !== 0) return;
+    if ((this.size + 1) * 4 > this.rows.length * 3) {
+      this.grow();
+      slot = this.slot(key);
+    }
+    this.keys[slot] = key;
+    this.rows[slot] = rowNumber;
+    this.size++;
+  }
+
+  /** The slot holding `key`, or the empty slot where it would go. */
+  private slot(key: number): number {
+    const mask = this.rows.length - 1;
+    // Both 32-bit halves of the key mixed (murmur3's finaliser), so ids in any range spread.
+    let h = Math.imul((key >>> 0) ^ Math.imul(Math.floor(key / 4294967296), 0x9e3779b1), 0x85ebca6b);
+    h ^= h >>> 13;
+    h = Math.imul(h, 0xc2b2ae35);
+    h ^= h >>> 16;
+    for (let slot = h & mask; ; slot = (slot + 1) & mask) {
+      if (this.rows[slot] === 0 || this.keys[slot] === key) return slot;
+    }
+  }
+
+  private grow(): void {
+    const { keys, rows } = this;
+    this.keys = new Float64Array(keys.length * 2);
+    this.rows = new Int32Array(rows.length * 2);
+    for (let i = 0; i < rows.length; i++) {
+      if (rows[i] !== 0) {
+        const slot = this.slot(keys[i]);
+        this.keys[slot] = keys[i];
+        this.rows[slot] = rows[i];
+      }
+    }
+  }
+}
+
+/**
+ * First rows of one kind of key. A key that is a canonical decimal integer of up to 15 digits (no
+ * sign, no leading zero: exact as a double; a phone's E.164 digits without the `+`, which E.164
+ * always has) is kept as that number in an IntegerKeyRows, any other value as its string in a Map:
+ * "7" and "007" stay distinct. Many files' external ids and every normalised phone are such
+ * integers.
+ */
+function createKeyRows(kind: 'phone' | 'email' | 'externalId') {
+  const numbers = new IntegerKeyRows();
+  const strings = new Map<string, number>();
+  const numberOf = (value: string): number | undefined => {
+    // A phone without its `+` (not E.164) stays a string, distinct from the same digits with it.
+    const digits = kind !== 'phone' ? value : value.charCodeAt(0) === 43 ? value.slice(1) : undefined;
+    return digits !== undefined && digits.length <= MAX_NUMBER_DIGITS && CANONICAL_INTEGER.test(digits) ? Number(digits) : undefined;
+  };
+  return {
+    get(value: string): number | undefined {
+      const n = numberOf(value);
+      return n === undefined ? strings.get(value) : numbers.get(n);
+    },
+    set(value: string, rowNumber: number): void {
+      const n = numberOf(value);
+      if (n === undefined) {
+        if (!strings.has(value)) strings.set(value, rowNumber);
+      } else {
+        numbers.set(n, rowNumber);
+      }
+    },
+  };
 }
 
 /**
  * A tracker of the keys seen in a file, in file order: `check(outcome, rowNumber)` answers the
  * earlier rows a passed row repeats (undefined when none) and, when none, claims its keys. A row
- * that failed coercion claims nothing. Memory: 55-80 bytes per distinct key (keyForm).
+ * that failed coercion claims nothing. Memory: 12-24 bytes per integer key (an external id or
+ * phone, createKeyRows), ~80 per other key.
  */
 export function createRepeatTracker(domain: Domain): (outcome: RowOutcome, rowNumber: number) => Repeat[] | undefined {
   const fields = keyFields(domain);
-  const firstRows = { phone: new Map<string | number, number>(), email: new Map<string | number, number>(), externalId: new Map<string | number, number>() };
+  const firstRows = { phone: createKeyRows('phone'), email: createKeyRows('email'), externalId: createKeyRows('externalId') };
   return (outcome, rowNumber) => {
     if (!outcome.ok) return undefined;
     const { identity, externalId } = outcome.participant;
@@ -49,10 +134,10 @@ export function createRepeatTracker(domain: Domain): (outcome: RowOutcome, rowNu
     ];
     let repeats: Repeat[] | undefined;
     for (const [kind, field, value] of keys) {
-      const first = value === undefined ? undefined : firstRows[kind].get(keyForm(value));
+      const first = value === undefined ? undefined : firstRows[kind].get(value);
       if (first !== undefined) (repeats ??= []).push([field!, first]);
     }
-    if (!repeats) for (const [kind, , value] of keys) if (value !== undefined) firstRows[kind].set(keyForm(value), rowNumber);
+    if (!repeats) for (const [kind, , value] of keys) if (value !== undefined) firstRows[kind].set(value, rowNumber);
     return repeats;
   };
 }

@@ -9,7 +9,7 @@
  * paired high bytes of a multi-byte encoding (Shift_JIS, GBK, …) make it a TableFormatError.
  */
 import { isAscii, isUtf8 } from 'node:buffer';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { TableFormatError } from './table.ts';
 
 export type TextEncoding = 'utf-8' | 'utf-16le' | 'utf-16be' | 'windows-1252';
@@ -27,17 +27,18 @@ const HEAD_BYTES = 4096;
 const CP1252_UNDEFINED = new Set([0x81, 0x8d, 0x8f, 0x90, 0x9d]);
 
 /**
- * Reads `stream` to its end (or, for UTF-16, just its head) and decides its encoding.
+ * Reads `stream` to its end (or, for UTF-16, just its head) and decides its encoding. Keeps no
+ * chunk (copies what it keeps), so the chunks may be one reused buffer (ObjectStorage.scan).
  * @throws TableFormatError when the file contains NUL bytes outside UTF-16, or its encoding
  *   cannot be determined without garbling text (the message names the line and the problem).
  */
-export async function detectEncoding(stream: Readable): Promise<DetectedEncoding> {
+export async function detectEncoding(stream: AsyncIterable<Buffer>): Promise<DetectedEncoding> {
   let head = Buffer.alloc(0);
   let scan: Utf8Scan | null = null;
   let bom = false;
   let total = 0;
   try {
-    for await (const chunk of stream as AsyncIterable<Buffer>) {
+    for await (const chunk of stream) {
       total += chunk.length;
       if (scan) {
         scan.push(chunk);
@@ -60,7 +61,8 @@ export async function detectEncoding(stream: Readable): Promise<DetectedEncoding
     }
     return { encoding: scan.finish(), bom, empty: total === (bom ? 3 : 0) };
   } finally {
-    stream.destroy();
+    // A stream is released however the pass ends (an iterator is closed by leaving the loop).
+    if (stream instanceof Readable) stream.destroy();
   }
 }
 
