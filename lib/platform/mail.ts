@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import nodemailer from 'nodemailer';
+import type { Transporter } from 'nodemailer';
 import type { Config } from './config.ts';
 
 export interface MailMessage {
@@ -49,6 +49,20 @@ const addresses = (list: unknown): string[] =>
   (Array.isArray(list) ? list : []).map((a) => (typeof a === 'string' ? a : (a as { address: string }).address));
 
 /**
+ * A nodemailer transport made on first use: nodemailer (~2.6 MB of heap kept alive, more in code)
+ * is loaded by the first message, so a worker that sends none — a bulk upload's — never holds it
+ * (issue 17, the worker's memory).
+ */
+function lazyTransport(options: Parameters<typeof import('nodemailer').createTransport>[0]): () => Promise<Transporter> {
+  let transport: Promise<Transporter> | undefined;
+  return () => {
+    transport ??= import('nodemailer').then((m) => m.default.createTransport(options) as Transporter);
+    transport.catch(() => { transport = undefined; });
+    return transport;
+  };
+}
+
+/**
  * The mailer the configuration selects. SMTP_URL follows nodemailer's connection URLs
  * (`smtp://user:pass@host:587`, `smtps://…:465`, options as query parameters such as
  * `?ignoreTLS=true`); percent-encoded user names and passwords are decoded.
@@ -56,22 +70,22 @@ const addresses = (list: unknown): string[] =>
 export function createMailer(config: Pick<Config, 'SMTP_URL' | 'MAIL_FROM' | 'dataDirPath'>): Mailer {
   const from = config.MAIL_FROM;
   if (config.SMTP_URL) {
-    const transport = nodemailer.createTransport(config.SMTP_URL);
+    const transport = lazyTransport(config.SMTP_URL);
     const url = new URL(config.SMTP_URL);
     return {
       location: `smtp:${url.hostname}:${url.port || (url.protocol === 'smtps:' ? 465 : 587)}`,
       async send(message) {
-        const info = await transport.sendMail({ from, ...message });
+        const info = await (await transport()).sendMail({ from, ...message });
         return { messageId: info.messageId, via: 'smtp', accepted: addresses(info.accepted), rejected: addresses(info.rejected) };
       },
     };
   }
   const outbox = path.join(config.dataDirPath, 'outbox');
-  const transport = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' });
+  const transport = lazyTransport({ streamTransport: true, buffer: true, newline: 'unix' });
   return {
     location: `outbox:${outbox}`,
     async send(message) {
-      const info = await transport.sendMail({ from, ...message });
+      const info = await (await transport()).sendMail({ from, ...message });
       await mkdir(outbox, { recursive: true });
       const safeId = info.messageId.replace(/[^A-Za-z0-9.@_-]/g, '');
       const file = path.join(outbox, `${new Date().toISOString().replace(/[:.]/g, '-')}-${safeId}.eml`);
