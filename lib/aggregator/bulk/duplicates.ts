@@ -28,11 +28,11 @@ const CANONICAL_INTEGER = /^[1-9]\d*$/;
 
 /**
  * First row numbers of integer keys in two typed arrays (open addressing, linear probing), for
- * the keys `keyForm` turns into numbers. A Map held them at ~55 bytes per key in the V8 heap, its
+ * the keys `createKeyRows` keeps as numbers. A Map held them at ~55 bytes per key in the V8 heap, its
  * table doubling in the large-object space (14.7 MB for the 267,000 ids of the PMGSY file, and
  * 22 MB while it grew), and V8 lets the heap grow to twice what survives: the tracker drove the
  * worker's peak RSS during staging (issue 17). Here: 12 bytes per slot, at most 3/4 full, outside
- * the V8 heap (8.4 MB at most for that file, while growing).
+ * the V8 heap (6.3 MB for that file, 9.4 MB while growing).
  */
 class IntegerKeyRows {
   private keys = new Float64Array(1024);
