@@ -387,12 +387,12 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
      * exact similarities, at least `minSimilarity` when given. `ids`: the rows passing `conds` when
      * they were read already, which the exact path then ranks. `margin`: candidates asked of the
      * index beyond `k` and ranked exactly with them, so that rows its approximate order puts just
-     * below the page can still enter it. `flag`: a condition returned with each row (Neighbour.flag).
+     * below the page can still enter it. `flags`: conditions returned with each row (Neighbour.flags).
      */
     const nearest = async (vector: Float32Array, k: number, conds: Cond[], known: number | undefined,
-      options: { ids?: string[]; minSimilarity?: number; margin?: number; flag?: Cond } = {}): Promise<Neighbour[]> => {
-      const { ids, minSimilarity, margin = 0, flag } = options;
-      const withFlag = (f: CandidateFilter): CandidateFilter => (flag ? { ...f, flag: flag((v) => `$${f.params.push(v)}`) } : f);
+      options: { ids?: string[]; minSimilarity?: number; margin?: number; flags?: Cond[] } = {}): Promise<Neighbour[]> => {
+      const { ids, minSimilarity, margin = 0, flags } = options;
+      const withFlag = (f: CandidateFilter): CandidateFilter => (flags ? { ...f, flags: flags.map((c) => c((v) => `$${f.params.push(v)}`)) } : f);
       if (index && (known === undefined || known > exactMax)) {
         const { found, complete } = await index.search(db, vector, k + margin, withFlag(filterOf(conds)), minSimilarity);
         if (complete || found.length >= (known === undefined ? k : Math.min(k, known))) return found.slice(0, k);
@@ -415,26 +415,18 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
       // (sql/017_search_words.sql) are compared as they are: no row's text is parsed here.
       const query = terms.join(' & ');
       lexical = (p) => `i.search_words @@ to_tsquery('simple', ${p(query)})`;
-      // Without filters, places or anchor every similar item passes the request's conditions: which
-      // are lexical matches comes with them (`flag`) rather than from a statement of its own.
+      // Which similar items are lexical matches, and which pass the request's scope, filters and
+      // places, come with them (`flags`) rather than from a statement of their own (the places
+      // checked per row: the candidates are a few hundred rows). Without filters, places or anchor
+      // every similar item passes.
       const textOnly = !anchor && !filters.length && !spatial.length;
+      const passes: Cond = (p) => base.map((c) => `(${(c === scope ? scopeOf('per-row') : c)(p)})`).join(' AND ');
       const similar = await nearest(textVector, VECTOR_MATCH_LIMIT, [textScope.cond, sameModel], inScope!.estimated ? undefined : inScope!.n,
-        { minSimilarity: provider.textThreshold, ...(textOnly ? { flag: lexical } : {}) });
+        { minSimilarity: provider.textThreshold, flags: textOnly ? [lexical] : [lexical, passes] });
       const ids = similar.map((n) => n.item_id);
-      if (ids.length && textOnly) {
-        vectorMatches = similar;
-        similarNotLexical = similar.filter((n) => !n.flag).length;
-        textMatch = (p) => `(${lexical!(p)}) OR i.item_id = ANY(${p(ids)}::uuid[])`;
-      } else if (ids.length) {
-        // A few hundred rows by id: the places checked per row.
-        const f = filterOf([...base.map((c) => (c === scope ? scopeOf('per-row') : c)), (p) => `i.item_id = ANY(${p(ids)}::uuid[])`]);
-        const { rows } = await db.query<{ item_id: string; lexical: boolean }>(
-          `SELECT i.item_id::text AS item_id, ${lexical((v) => `$${f.params.push(v)}`)} AS lexical FROM search.items i WHERE ${f.where}`, f.params);
-        const passing = new Set(rows.map((r) => r.item_id));
-        vectorMatches = similar.filter((n) => passing.has(n.item_id));
-        similarNotLexical = rows.filter((r) => !r.lexical).length;
-        textMatch = (p) => `(${lexical!(p)}) OR i.item_id = ANY(${p(ids)}::uuid[])`;
-      } else textMatch = lexical;
+      vectorMatches = textOnly ? similar : similar.filter((n) => n.flags![1]);
+      similarNotLexical = vectorMatches.filter((n) => !n.flags![0]).length;
+      textMatch = ids.length ? (p) => `(${lexical!(p)}) OR i.item_id = ANY(${p(ids)}::uuid[])` : lexical;
     }
     const matching = textMatch ? [...base, textMatch] : base;
 
