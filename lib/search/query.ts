@@ -279,8 +279,9 @@ async function scopeRows(engine: SearchEngine, scope: TextScope): Promise<{ n: n
  * CPU per row read (µs) of the three ways to read a text search's lexical matches within a place,
  * measured on the full PMGSY file (bounded counts of the benchmark's combined searches, CPU time of
  * the PostgreSQL backend; docs/decisions.md, 2026-11-25):
- * - `text-first`: the text's matches through the full-text index, each one's locations probed
- *   (item_locations' primary key): ~5 per text match;
+ * - `text-first`: the text's matches through the full-text index, each one's locations checked:
+ *   ~5 per text match, measured when they were probed through item_locations' primary key (~1
+ *   less since they are read from the row itself, OWN_LOCATIONS; a cost of 4 chose no better);
  * - `hashed`: the same matches checked against a hash of every location near the point: ~1.5 per
  *   location in the place's bounding box and ~1.5 per text match;
  * - `place-first`: the locations near the point, each one's item probed (items' primary key) and
