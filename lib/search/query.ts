@@ -90,6 +90,16 @@ const RESULT_COLUMNS = `i.item_network, i.item_domain, i.item_type, i.item_id::t
   to_char(i.source_updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS updated_at,
   i.lifecycle_status`;
 
+/**
+ * A row's own locations (alias `i`) as rows `l(lat, lng)`, read from its `item_locations` jsonb
+ * rather than from `search.item_locations`: the indexer writes that table from the same jsonb in
+ * the same statement, with the same conversion (`(location ->> 'lat')::float8`, which
+ * jsonb_to_recordset also applies: float8's input of the number's text), so the values are the
+ * same, and a row already read needs no index probe (~1 µs a row less: 14.9 → 11.4 ms of
+ * PostgreSQL CPU for the 3,616 text matches of a combined search, docs/decisions.md 2026-11-25).
+ */
+const OWN_LOCATIONS = `jsonb_to_recordset(i.item_locations) AS l(lat float8, lng float8)`;
+
 interface Anchor {
   id: string;
   vector?: Float32Array;
@@ -269,8 +279,9 @@ async function scopeRows(engine: SearchEngine, scope: TextScope): Promise<{ n: n
  * CPU per row read (µs) of the three ways to read a text search's lexical matches within a place,
  * measured on the full PMGSY file (bounded counts of the benchmark's combined searches, CPU time of
  * the PostgreSQL backend; docs/decisions.md, 2026-11-25):
- * - `text-first`: the text's matches through the full-text index, each one's locations probed
- *   (item_locations' primary key): ~5 per text match;
+ * - `text-first`: the text's matches through the full-text index, each one's locations checked:
+ *   ~5 per text match, measured when they were probed through item_locations' primary key (~1
+ *   less since they are read from the row itself, OWN_LOCATIONS; a cost of 4 chose no better);
  * - `hashed`: the same matches checked against a hash of every location near the point: ~1.5 per
  *   location in the place's bounding box and ~1.5 per text match;
  * - `place-first`: the locations near the point, each one's item probed (items' primary key) and
@@ -331,10 +342,10 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
     const relevance = sort === 'relevance';
 
     // The scope, filters and places; then the rows whose vectors compare with the query's.
-    // `per-row`: each place checked on each row (a correlated sub-select through item_locations'
-    // primary key) rather than as EXISTS, which PostgreSQL plans as a semi-join or a hashed
-    // sub-plan over every location near the point (~3,000 within 50 km, ~3-4 ms) even when the
-    // statement names only a few hundred rows by id (measured 4.4 → 1.7 ms for 200). `hashed`: the
+    // `per-row`: each place checked on each row, on the row's own locations (OWN_LOCATIONS),
+    // rather than as EXISTS over search.item_locations, which PostgreSQL plans as a semi-join or a
+    // hashed sub-plan over every location near the point (~3,000 within 50 km, ~3-4 ms) even when
+    // the statement names only a few hundred rows by id (measured 4.4 → 1.7 ms for 200). `hashed`: the
     // first place as a hash of the locations near its point, `skip-first`: without the first place
     // (read by the statement itself; placeRows). Same conditions.
     const within = (s: (typeof spatial)[number], p: (value: unknown) => string) => {
@@ -354,7 +365,7 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
         // Under OR, PostgreSQL keeps the IN as a (hashed) sub-plan instead of turning it into a join
         // it would order by its own estimates; OR false changes nothing else.
         if (n === 0 && places === 'hashed') where.push(`(i.item_id IN (SELECT l.item_id FROM search.item_locations l WHERE ${within(s, p)}) OR false)`);
-        else if (places === 'per-row') where.push(`coalesce((SELECT true FROM search.item_locations l WHERE l.item_id = i.item_id AND ${within(s, p)} LIMIT 1), false)`);
+        else if (places === 'per-row') where.push(`EXISTS (SELECT 1 FROM ${OWN_LOCATIONS} WHERE ${within(s, p)})`);
         else where.push(`EXISTS (SELECT 1 FROM search.item_locations l WHERE l.item_id = i.item_id AND ${within(s, p)})`);
       });
       return where.join('\n AND ');
@@ -377,12 +388,12 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
      * exact similarities, at least `minSimilarity` when given. `ids`: the rows passing `conds` when
      * they were read already, which the exact path then ranks. `margin`: candidates asked of the
      * index beyond `k` and ranked exactly with them, so that rows its approximate order puts just
-     * below the page can still enter it. `flag`: a condition returned with each row (Neighbour.flag).
+     * below the page can still enter it. `flags`: conditions returned with each row (Neighbour.flags).
      */
     const nearest = async (vector: Float32Array, k: number, conds: Cond[], known: number | undefined,
-      options: { ids?: string[]; minSimilarity?: number; margin?: number; flag?: Cond } = {}): Promise<Neighbour[]> => {
-      const { ids, minSimilarity, margin = 0, flag } = options;
-      const withFlag = (f: CandidateFilter): CandidateFilter => (flag ? { ...f, flag: flag((v) => `$${f.params.push(v)}`) } : f);
+      options: { ids?: string[]; minSimilarity?: number; margin?: number; flags?: Cond[] } = {}): Promise<Neighbour[]> => {
+      const { ids, minSimilarity, margin = 0, flags } = options;
+      const withFlag = (f: CandidateFilter): CandidateFilter => (flags ? { ...f, flags: flags.map((c) => c((v) => `$${f.params.push(v)}`)) } : f);
       if (index && (known === undefined || known > exactMax)) {
         const { found, complete } = await index.search(db, vector, k + margin, withFlag(filterOf(conds)), minSimilarity);
         if (complete || found.length >= (known === undefined ? k : Math.min(k, known))) return found.slice(0, k);
@@ -405,26 +416,18 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
       // (sql/017_search_words.sql) are compared as they are: no row's text is parsed here.
       const query = terms.join(' & ');
       lexical = (p) => `i.search_words @@ to_tsquery('simple', ${p(query)})`;
-      // Without filters, places or anchor every similar item passes the request's conditions: which
-      // are lexical matches comes with them (`flag`) rather than from a statement of its own.
+      // Which similar items are lexical matches, and which pass the request's scope, filters and
+      // places, come with them (`flags`) rather than from a statement of their own (the places
+      // checked per row: the candidates are a few hundred rows). Without filters, places or anchor
+      // every similar item passes.
       const textOnly = !anchor && !filters.length && !spatial.length;
+      const passes: Cond = (p) => base.map((c) => `(${(c === scope ? scopeOf('per-row') : c)(p)})`).join(' AND ');
       const similar = await nearest(textVector, VECTOR_MATCH_LIMIT, [textScope.cond, sameModel], inScope!.estimated ? undefined : inScope!.n,
-        { minSimilarity: provider.textThreshold, ...(textOnly ? { flag: lexical } : {}) });
+        { minSimilarity: provider.textThreshold, flags: textOnly ? [lexical] : [lexical, passes] });
       const ids = similar.map((n) => n.item_id);
-      if (ids.length && textOnly) {
-        vectorMatches = similar;
-        similarNotLexical = similar.filter((n) => !n.flag).length;
-        textMatch = (p) => `(${lexical!(p)}) OR i.item_id = ANY(${p(ids)}::uuid[])`;
-      } else if (ids.length) {
-        // A few hundred rows by id: the places checked per row.
-        const f = filterOf([...base.map((c) => (c === scope ? scopeOf('per-row') : c)), (p) => `i.item_id = ANY(${p(ids)}::uuid[])`]);
-        const { rows } = await db.query<{ item_id: string; lexical: boolean }>(
-          `SELECT i.item_id::text AS item_id, ${lexical((v) => `$${f.params.push(v)}`)} AS lexical FROM search.items i WHERE ${f.where}`, f.params);
-        const passing = new Set(rows.map((r) => r.item_id));
-        vectorMatches = similar.filter((n) => passing.has(n.item_id));
-        similarNotLexical = rows.filter((r) => !r.lexical).length;
-        textMatch = (p) => `(${lexical!(p)}) OR i.item_id = ANY(${p(ids)}::uuid[])`;
-      } else textMatch = lexical;
+      vectorMatches = textOnly ? similar : similar.filter((n) => n.flags![1]);
+      similarNotLexical = vectorMatches.filter((n) => !n.flags![0]).length;
+      textMatch = ids.length ? (p) => `(${lexical!(p)}) OR i.item_id = ANY(${p(ids)}::uuid[])` : lexical;
     }
     const matching = textMatch ? [...base, textMatch] : base;
 
@@ -458,8 +461,53 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
         CROSS JOIN LATERAL (SELECT i.item_id FROM search.items i WHERE i.item_id = n.item_id
           AND ${[scopeOf('skip-first'), ...others].map((c) => `(${c(p)})`).join(' AND ')} LIMIT 1) i`;
     };
-    const { n: found, estimated, ids: countedIds } = await countRows(db, counted, totalBound,
-      { withIds: !fromSimilar, ...(textMatch && spatial.length ? { read: placeRows } : {}) });
+    /**
+     * A page in newest or nearest order of the rows passing `conds`, as ids: collected, then sorted
+     * (`collect`), or read in the order of an index (the planner's choice under a LIMIT). Up to
+     * COLLECT_MAX matches (counted, or estimated) are collected: walking the newest-first index
+     * instead reads the whole scope when the matches are all old ones, e.g. the districts of the
+     * file's first rows (500 ms against 10 ms, measured). With `count` (collect only), also how
+     * many rows pass (`n`), from the same collection.
+     */
+    const orderedPage = async (conds: Cond[], collect: boolean, count = false): Promise<{ ids: string[]; n?: number }> => {
+      const f = filterOf(conds);
+      const p = (value: unknown) => `$${f.params.push(value)}`;
+      const distance = distanceFrom ? `(SELECT min(search.distance_m(${p(distanceFrom.lat)}, ${p(distanceFrom.lng)}, l.lat, l.lng))
+          FROM ${OWN_LOCATIONS})` : 'NULL::float8';
+      const order = sort === 'nearest' ? 'dist ASC NULLS LAST, i.created_at DESC, i.item_id DESC' : 'i.created_at DESC, i.item_id DESC';
+      const select = `SELECT i.item_id::text AS item_id, i.created_at, ${distance} AS dist FROM search.items i WHERE ${f.where}`;
+      if (!collect) {
+        const { rows } = await db.query<{ item_id: string }>(`${select} ORDER BY ${order} LIMIT ${p(limit)} OFFSET ${p(offset)}`, f.params);
+        return { ids: rows.map((r) => r.item_id) };
+      }
+      // One row: the count and the page's ids in order (ARRAY keeps its sub-select's order).
+      const { rows: [row] } = await db.query<{ n: number | null; ids: string[] }>(
+        `WITH m AS MATERIALIZED (${select})
+         SELECT ${count ? '(SELECT count(*) FROM m)::int' : 'NULL::int'} AS n,
+                ARRAY(SELECT i.item_id FROM m AS i ORDER BY ${order} LIMIT ${p(limit)} OFFSET ${p(offset)}) AS ids`, f.params);
+      return { ids: row.ids, ...(row.n !== null ? { n: row.n } : {}) };
+    };
+
+    let tally: { n: number; estimated: boolean; ids?: string[] };
+    /** The page's ids when the count collected them (below). */
+    let collected: string[] | undefined;
+    if (!textMatch && !relevance) {
+      // Newest or nearest order without text: the page is collected from every match whenever
+      // they are few enough to be counted (the estimate, as countRows asks first), so the same
+      // statement counts them and cuts the page (one read of the matches instead of a bounded
+      // count, then the page reading them again). Past the bound the total is the estimate, as countRows answers.
+      const guess = await estimateCount(db, counted, 0);
+      if (guess > totalBound * ESTIMATE_OVER) tally = { n: guess, estimated: true };
+      else {
+        const { n, ids } = await orderedPage(counted, true, true);
+        tally = n! <= totalBound ? { n: n!, estimated: false } : { n: Math.max(guess, totalBound + 1), estimated: true };
+        collected = ids;
+      }
+    } else {
+      tally = await countRows(db, counted, totalBound,
+        { withIds: !fromSimilar, ...(textMatch && spatial.length ? { read: placeRows } : {}) });
+    }
+    const { n: found, estimated, ids: countedIds } = tally;
     const total = found + similarNotLexical;
     // Every match, when the count read them: the counted rows and the similar ones passing the filters.
     const matchIds = countedIds && [...new Set([...countedIds, ...vectorMatches.map((n) => n.item_id)])];
@@ -473,21 +521,8 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
         const ranked = fromSimilar ? vectorMatches : await nearest(ranking, depth, matching, known, { ids: matchIds, margin: REFINE_MARGIN });
         page = ranked.slice(offset, depth).map((n) => ({ item_id: n.item_id, score: n.similarity }));
       } else {
-        const f = filterOf(matchIds ? byIds(matchIds, false) : matching);
-        const p = (value: unknown) => `$${f.params.push(value)}`;
-        const distance = distanceFrom ? `(SELECT min(search.distance_m(${p(distanceFrom.lat)}, ${p(distanceFrom.lng)}, l.lat, l.lng))
-            FROM search.item_locations l WHERE l.item_id = i.item_id)` : 'NULL::float8';
-        const order = sort === 'nearest' ? 'dist ASC NULLS LAST, i.created_at DESC, i.item_id DESC' : 'i.created_at DESC, i.item_id DESC';
-        // Up to COLLECT_MAX matches (counted, or estimated) are collected, then sorted: walking the
-        // newest-first index instead (the planner's choice under a LIMIT) reads the whole scope
-        // when the matches are all old ones, e.g. the districts of the file's first rows (500 ms
-        // against 10 ms, measured). Past it the index is walked, as the planner chooses.
-        const select = `SELECT i.item_id::text AS item_id, i.created_at, ${distance} AS dist FROM search.items i WHERE ${f.where}`;
-        const { rows } = await db.query<{ item_id: string }>(found <= COLLECT_MAX
-          ? `WITH m AS MATERIALIZED (${select}) SELECT i.item_id, i.dist FROM m AS i
-              ORDER BY ${order} LIMIT ${p(limit)} OFFSET ${p(offset)}`
-          : `${select} ORDER BY ${order} LIMIT ${p(limit)} OFFSET ${p(offset)}`, f.params);
-        page = rows;
+        const ids = collected ?? (await orderedPage(matchIds ? byIds(matchIds, false) : matching, found <= COLLECT_MAX)).ids;
+        page = ids.map((item_id) => ({ item_id }));
       }
     }
 
@@ -495,7 +530,7 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
     const params: unknown[] = [page.map((r) => r.item_id)];
     const p = (value: unknown) => `$${params.push(value)}`;
     const distance = distanceFrom ? `(SELECT min(search.distance_m(${p(distanceFrom.lat)}, ${p(distanceFrom.lng)}, l.lat, l.lng))
-        FROM search.item_locations l WHERE l.item_id = i.item_id)` : 'NULL::float8';
+        FROM ${OWN_LOCATIONS})` : 'NULL::float8';
     const needScores = ranking && !(relevance && ranking);
     const embedding = needScores ? `CASE WHEN ${sameModel(p)} THEN search.embedding_f16(i.embedding) END` : 'NULL::bytea';
     const { rows: records } = page.length

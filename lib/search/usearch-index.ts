@@ -33,7 +33,7 @@ import type { Pool } from '../platform/db.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ModelVersion } from './embeddings/index.ts';
 import { cosineToHalf, decodeHalf, encodeHalf } from './half.ts';
-import { byRank, NEIGHBOUR_ID_COLUMNS, SIMILARITY_MARGIN, type IndexAnswer, type Neighbour, type VectorIndex } from './vector-index.ts';
+import { byRank, flagColumns, flagsOf, NEIGHBOUR_ID_COLUMNS, SIMILARITY_MARGIN, type IndexAnswer, type Neighbour, type VectorIndex } from './vector-index.ts';
 import { dims, type SqlRunner } from './vector-backend.ts';
 
 export const CATCH_UP_MS = 500;
@@ -456,8 +456,8 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
         // every row checked is read with its vector.
         while (checked < usable && passed.length < k) {
           const end = Math.min(usable, checked + (checked ? Math.max(MIN_STEP, Math.ceil(((k - passed.length) * 1.5 * checked) / Math.max(passed.length, 1))) : k + FIRST_SLACK));
-          const { rows } = await db.query<{ k: string; item_id: string; t: string; flag?: boolean }>(
-            `SELECT i.ann_key::text AS k, ${NEIGHBOUR_ID_COLUMNS}${filter.flag ? `, (${filter.flag}) AS flag` : ''}
+          const { rows } = await db.query<{ k: string; item_id: string; t: string }>(
+            `SELECT i.ann_key::text AS k, ${NEIGHBOUR_ID_COLUMNS}${flagColumns(filter)}
                FROM search.items i WHERE i.ann_key = ANY(${keyParam}::bigint[]) AND ${filter.where}`,
             [...filter.params, keyStrings(found.keys, checked, end)]);
           for (const r of rows) {
@@ -466,7 +466,7 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
             if (!e) continue;
             const similarity = cosineToHalf(vector, e);
             if (minSimilarity === undefined || similarity >= minSimilarity) {
-              passed.push({ item_id: r.item_id, t: Number(r.t), similarity, ...(r.flag !== undefined ? { flag: r.flag } : {}) });
+              passed.push({ item_id: r.item_id, t: Number(r.t), similarity, ...flagsOf(filter, r) });
             }
           }
           checked = end;

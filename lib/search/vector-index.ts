@@ -17,8 +17,8 @@ export interface Neighbour {
   item_id: string;
   similarity: number;
   t: number;
-  /** The filter's `flag` for this row, when it has one. */
-  flag?: boolean;
+  /** The values of the filter's `flags` for this row, in their order, when it has some. */
+  flags?: boolean[];
 }
 
 /**
@@ -29,10 +29,11 @@ export interface CandidateFilter {
   where: string;
   params: unknown[];
   /**
-   * A boolean SQL expression over `i` (with these params) returned with each candidate as
-   * `flag`, so that a caller learns it from the same statement (e.g. which are lexical matches).
+   * Boolean SQL expressions over `i` (with these params) returned with each candidate (as columns
+   * `f0`, `f1`, …; Neighbour.flags), so that a caller learns them from the same statement (e.g.
+   * which candidates are lexical matches, which pass a request's filters and places).
    */
-  flag?: string;
+  flags?: string[];
 }
 
 /** What `VectorIndex.search` found. */
@@ -98,16 +99,23 @@ export const NEIGHBOUR_COLUMNS = `i.item_id::text AS item_id, (extract(epoch FRO
 /** NEIGHBOUR_COLUMNS without the vector (for an index that holds the stored vectors itself: usearch). */
 export const NEIGHBOUR_ID_COLUMNS = `i.item_id::text AS item_id, (extract(epoch FROM i.created_at) * 1000000)::int8 AS t`;
 
-/** NEIGHBOUR_COLUMNS and the filter's `flag`, if any. */
-export const neighbourColumns = (filter: CandidateFilter) => (filter.flag ? `${NEIGHBOUR_COLUMNS}, (${filter.flag}) AS flag` : NEIGHBOUR_COLUMNS);
+/** The columns `f0`, `f1`, … of the filter's `flags` (with a leading comma), or nothing. */
+export const flagColumns = (filter: CandidateFilter) => (filter.flags ?? []).map((f, n) => `, (${f}) AS f${n}`).join('');
+
+/** A row's values of the filter's `flags` (columns of flagColumns), as Neighbour.flags, or nothing. */
+export const flagsOf = (filter: CandidateFilter, row: Record<string, unknown>): { flags?: boolean[] } =>
+  (filter.flags?.length ? { flags: filter.flags.map((_, n) => row[`f${n}`] as boolean) } : {});
+
+/** NEIGHBOUR_COLUMNS and the filter's `flags`, if any. */
+export const neighbourColumns = (filter: CandidateFilter) => `${NEIGHBOUR_COLUMNS}${flagColumns(filter)}`;
 
 /**
- * Neighbours from rows of NEIGHBOUR_COLUMNS (and `flag`): exact similarities, ordered by rank. The cosine, not
+ * Neighbours from rows of neighbourColumns(filter): exact similarities, ordered by rank. The cosine, not
  * the dot product: stored vectors are unit length only to half precision (~1e-4).
  */
-export function rankRows(vector: Float32Array, rows: { item_id: string; t: string | number | bigint; e: string; flag?: boolean }[]): Neighbour[] {
+export function rankRows(vector: Float32Array, rows: { item_id: string; t: string | number | bigint; e: string }[], filter: CandidateFilter): Neighbour[] {
   return rows.map((r) => ({
-    item_id: r.item_id, t: Number(r.t), similarity: cosineToHalf(vector, Buffer.from(r.e, 'base64')), ...(r.flag !== undefined ? { flag: r.flag } : {}),
+    item_id: r.item_id, t: Number(r.t), similarity: cosineToHalf(vector, Buffer.from(r.e, 'base64')), ...flagsOf(filter, r),
   })).sort(byRank);
 }
 
@@ -118,7 +126,7 @@ export function rankRows(vector: Float32Array, rows: { item_id: string; t: strin
  */
 export async function exactNearest(db: SqlRunner, vector: Float32Array, k: number, filter: CandidateFilter): Promise<Neighbour[]> {
   const { rows } = await db.query(`SELECT ${neighbourColumns(filter)} FROM search.items i WHERE ${filter.where}`, filter.params);
-  return rankRows(vector, rows).slice(0, k);
+  return rankRows(vector, rows, filter).slice(0, k);
 }
 
 /**
@@ -145,7 +153,7 @@ export function pgvectorIndex(dimensions: number, settings: (depth: number) => s
         [...filter.params, Array.from(vector), k]);
       // Rows come by distance: one below the margin means every later row is too.
       const complete = minSimilarity !== undefined && rows.length > 0 && 1 - Number(rows.at(-1)!.d) < minSimilarity - SIMILARITY_MARGIN;
-      const found = rankRows(vector, rows);
+      const found = rankRows(vector, rows, filter);
       return { found: minSimilarity === undefined ? found : found.filter((n) => n.similarity >= minSimilarity), complete };
     },
     upsert: () => {},

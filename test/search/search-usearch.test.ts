@@ -111,6 +111,36 @@ describe('in-process vector index (usearch)', () => {
     expect(wide.message.meta.total_estimated).toBe(true);
   });
 
+  it('counts and cuts pages in newest or nearest order without text in one read, as SQL over the rows answers', async () => {
+    // The reference: every row passing the conditions, read from search.item_locations, in the spec's order.
+    const reference = async (where: string, centre?: { lat: number; lng: number }) => (await platform.ctx.pool.query<{ id: string; d: number | null }>(
+      `SELECT i.item_id::text AS id, ${centre ? `(SELECT min(search.distance_m(${centre.lat}, ${centre.lng}, l.lat, l.lng))
+          FROM search.item_locations l WHERE l.item_id = i.item_id)` : 'NULL::float8'} AS d
+         FROM search.items i WHERE i.lifecycle_status = 'live' AND ${where} ORDER BY d ASC NULLS LAST, i.created_at DESC, i.item_id DESC`)).rows;
+    const within = `EXISTS (SELECT 1 FROM search.item_locations l WHERE l.item_id = i.item_id AND search.distance_m(29.7, 76.4, l.lat, l.lng) <= 20000)`;
+    const cases: [Record<string, unknown>, string, { lat: number; lng: number }?][] = [
+      [{ filters: [{ op: 'gte', target: 'item_state.capacity', value: 60 }, { op: 'eq', target: 'item_state.category', value: 'Medical' }] },
+        `(i.item_state->>'capacity')::int >= 60 AND i.item_state->>'category' = 'Medical'`],
+      [{ spatial: [{ op: 's_dwithin', geometry: { type: 'Point', coordinates: [76.4, 29.7] }, distanceMeters: 20_000 }] }, within, { lat: 29.7, lng: 76.4 }],
+      [{ spatial: [{ op: 's_dwithin', geometry: { type: 'Point', coordinates: [76.4, 29.7] }, distanceMeters: 20_000 }], sort: 'newest' }, within],
+    ];
+    for (const [intent, where, centre] of cases) {
+      const rows = await reference(where, centre);
+      expect(rows.length, JSON.stringify(intent)).toBeGreaterThan(5);
+      for (const totalExactBound of [1000, 3]) {
+        for (const [limit, offset] of [[4, 0], [4, 3], [20, rows.length - 2], [5, rows.length + 1]]) {
+          const { message } = await runSearch(createSearchEngine({ ...parts, totalExactBound }), body(intent, { limit, offset }));
+          const label = `${JSON.stringify(intent)} bound ${totalExactBound} page ${limit}@${offset}`;
+          if (rows.length <= totalExactBound) expect(message.meta, label).toMatchObject({ total: rows.length, limit, offset });
+          else expect(message.meta.total_estimated, label).toBe(true);
+          const page = rows.slice(offset, offset + limit);
+          expect(message.items.map((i) => i.item_id), label).toEqual(page.map((r) => r.id));
+          if (centre) expect(message.items.map((i) => i.distanceMeters), label).toEqual(page.map((r) => r.d));
+        }
+      }
+    }
+  });
+
   it('gives consistent pages through the index: no duplicates or gaps, ties newest first', async () => {
     const all = await runSearch(annEngine, body({ textSearch: 'health centre' }, { limit: 100 }));
     const pages = [];
