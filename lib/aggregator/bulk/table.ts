@@ -54,6 +54,12 @@ export interface TableLimits {
   maxRatio: number;
 }
 
+/**
+ * Name of the grid tab of our XLSX template (template.ts), which xlsx-table.ts reads in preference
+ * to other tabs. Here rather than in either, so that the template's module loads no workbook code.
+ */
+export const TEMPLATE_GRID_SHEET = 'Participants';
+
 /** The documented defaults (lib/platform/config.ts holds the same values). */
 export const DEFAULT_TABLE_LIMITS: TableLimits = {
   maxColumns: 1000, maxCellChars: 32_767, maxRows: 1_048_575, maxUncompressedBytes: 1000 * 1000 * 1000, maxRatio: 200,

@@ -14,11 +14,11 @@
  */
 import { readFile } from 'node:fs/promises';
 import { stringify } from 'csv-stringify/sync';
-import ExcelJS from 'exceljs';
+import type ExcelJS from 'exceljs';
 import type { Domain, FieldInfo, Network } from '../../network/config.ts';
 import { protectCell } from './error-report.ts';
 import { columnLetter } from './table.ts';
-import { TEMPLATE_GRID_SHEET } from './xlsx-table.ts';
+import { TEMPLATE_GRID_SHEET } from './table.ts';
 
 export type TemplateFormat = 'csv' | 'xlsx';
 
@@ -80,7 +80,11 @@ export async function xlsxTemplate(network: Network, domain: Domain): Promise<Bu
     return values ? [{ field: f, values }] : [];
   });
 
-  const workbook = new ExcelJS.Workbook();
+  // exceljs (with jszip, unzipper, archiver) is loaded by the first XLSX template asked for: every
+  // service process imports this module through the aggregator's routes (open-table.ts does the same
+  // for workbooks read).
+  const { default: excel } = await import('exceljs');
+  const workbook = new excel.Workbook();
   workbook.creator = network.name;
   workbook.title = `${domain.label} bulk-upload template`;
   addInstructions(workbook, network, domain, closedSets.map((c) => c.field.name));

@@ -11,11 +11,10 @@
  */
 import type { Readable } from 'node:stream';
 import ExcelJS from 'exceljs';
-import { cleanCell, DEFAULT_TABLE_LIMITS, isBlankRow, TableFormatError, type Table, type TableLimits, type TableRow } from './table.ts';
+import {
+  cleanCell, DEFAULT_TABLE_LIMITS, isBlankRow, TableFormatError, TEMPLATE_GRID_SHEET, type Table, type TableLimits, type TableRow,
+} from './table.ts';
 import { checkXlsxParts } from './xlsx-parts.ts';
-
-/** Name of the grid tab of our XLSX template (lib/bulk/template.ts); read in preference to other tabs. */
-export const TEMPLATE_GRID_SHEET = 'Participants';
 
 const MS_PER_DAY = 86_400_000;
 /** Days from 1899-12-30 (Excel's day 0) to 1970-01-01; 1462 more in the 1904 date system. */
