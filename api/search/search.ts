@@ -6,7 +6,7 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import type { PlatformContext } from '../../lib/context.ts';
-import { searchEngine } from '../../lib/search/engine.ts';
+import { inSearchSlot, searchEngine } from '../../lib/search/engine.ts';
 import { runSearch, type SearchResponse } from '../../lib/search/query.ts';
 import { SearchError, searchBodySchema, SORTS, type SearchBody } from '../../lib/search/request.ts';
 import { HttpError } from '../http/errors.ts';
@@ -15,12 +15,13 @@ import type { RouteDoc } from '../http/route-doc.ts';
 import { parse } from '../http/validation.ts';
 
 /**
- * Answers a search body already validated against `searchBodySchema`.
+ * Answers a search body already validated against `searchBodySchema`, in one of the process's
+ * search slots (SEARCH_CONCURRENCY, inSearchSlot).
  * @throws HttpError 400, 403 or 404 from the search core's SearchError.
  */
 export async function answerSearch(ctx: PlatformContext, body: SearchBody): Promise<SearchResponse> {
   try {
-    return await runSearch(await searchEngine(ctx), body);
+    return await inSearchSlot(ctx, async () => runSearch(await searchEngine(ctx), body));
   } catch (err) {
     if (err instanceof SearchError) throw new HttpError(err.status, err.message, { code: err.code, fields: err.fields });
     throw err;

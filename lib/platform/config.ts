@@ -4,6 +4,7 @@
  * Keys keep their environment-variable names so that README's configuration table, `.env.example`
  * and the code use one vocabulary. A bad value stops the start with a message naming the variable.
  */
+import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 
@@ -116,6 +117,12 @@ export const configSchema = z.object({
   SEARCH_TEXT_SIMILARITY_THRESHOLD: z.coerce.number().min(-1).max(1).optional(),
   /** Items per step of the search reconciliation (change-feed page, re-embedding batch). */
   SEARCH_RECONCILE_BATCH_SIZE: positiveInt.max(1000).default(500),
+  /**
+   * Searches one search process answers at once; the others wait their turn, first come first
+   * served (lib/search/engine.ts inSearchSlot). Default: twice the CPU cores, so that each core has
+   * one search in this process's code and one in PostgreSQL's.
+   */
+  SEARCH_CONCURRENCY: positiveInt.default(() => 2 * os.availableParallelism()),
   // Issue 10: support requests (both services) and the aggregator dashboard.
   /** Where support requests are e-mailed (spec POST /v1/support, POST /api/v1/support/). */
   SUPPORT_EMAIL: mailbox.default('support@localhost'),

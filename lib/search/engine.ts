@@ -5,6 +5,7 @@
  * `startVectorIndex` — so a worker sharing the process keeps no copy), and a cache of query-text
  * embeddings. Built on first use per platform context.
  */
+import pLimit, { type LimitFunction } from 'p-limit';
 import { withClient, withTransaction, type Pool } from '../platform/db.ts';
 import type { Metrics } from '../platform/metrics.ts';
 import type { Logger } from '../platform/logger.ts';
@@ -104,6 +105,27 @@ export function searchEngine(ctx: SearchEngineDeps): Promise<Engine> {
   return engine;
 }
 
+const slots = new WeakMap<object, LimitFunction>();
+const slotsOf = (ctx: { config: { SEARCH_CONCURRENCY: number } }): LimitFunction => {
+  let limit = slots.get(ctx);
+  if (!limit) slots.set(ctx, limit = pLimit(ctx.config.SEARCH_CONCURRENCY));
+  return limit;
+};
+
+/**
+ * Runs `search` once fewer than SEARCH_CONCURRENCY searches of this process are running; the
+ * others wait in arrival order (p-limit's queue). A search alternates between this process's CPU
+ * and PostgreSQL's; with every request admitted at once (up to the pool's connections), 16
+ * concurrent searches on two cores share them round-robin, statement by statement, so each one
+ * waits behind the others once per statement and the slowest take twice the median. A few at a
+ * time keep both busy and serve the rest in order: 16 text searches at a time on the full file,
+ * p95 276–342 → 145–177 ms with 2–4 slots on two cores (docs/decisions.md, 2026-11-25).
+ * @returns what `search` returns; rejects as it does.
+ */
+export function inSearchSlot<T>(ctx: { config: { SEARCH_CONCURRENCY: number } }, search: () => Promise<T>): Promise<T> {
+  return slotsOf(ctx)(search);
+}
+
 /**
  * Starts the search service's vector index: for the usearch backend, opens (loads or builds in
  * the background) the in-process index under DATA_DIR and attaches it to the engine; pgvector
@@ -149,11 +171,13 @@ export async function searchReadiness(ctx: SearchEngineDeps): Promise<Record<str
 
 /**
  * The search service's gauges in the process's registry (lib/platform/metrics.ts), read at each
- * scrape: `search_index_items{backend}` (vectors in the vector index: usearch in this process, or
+ * scrape: `search_requests_waiting` (searches queued for a slot, inSearchSlot), `search_index_items{backend}` (vectors in the vector index: usearch in this process, or
  * pgvector's indexed rows) and `search_index_pending_changes` (usearch: rows written to
  * search.items after the index's change cursor, i.e. the catch-up lag in rows).
  */
-export function registerSearchMetrics(ctx: SearchEngineDeps & { metrics: Metrics }): void {
+export function registerSearchMetrics(ctx: SearchEngineDeps & { metrics: Metrics; config: { SEARCH_CONCURRENCY: number } }): void {
+  ctx.metrics.gauge('search_requests_waiting', 'Searches waiting for one of the SEARCH_CONCURRENCY slots of this process.', [],
+    async () => [{ value: slotsOf(ctx).pendingCount }]);
   ctx.metrics.gauge('search_index_items', 'Vectors in the search service\'s vector index.', ['backend'], async () => {
     const { backend, index } = await searchEngine(ctx);
     return index ? [{ labels: { backend }, value: await index.size(ctx.pool) }] : [];

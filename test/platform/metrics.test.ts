@@ -63,6 +63,7 @@ describe('GET /metrics', () => {
     await expect.poll(async () => sample((await request(platform.url('search')).get('/metrics')).text, 'search_embedded_items_total', {}), { timeout: 15_000 })
       .toBeGreaterThanOrEqual(1);
     expect(text).toMatch(/^# TYPE search_index_items gauge$/m);
+    expect(sample(text, 'search_requests_waiting', {})).toBe(0); // no search waits for a slot now
   });
 
   it('lets loopback clients in, and others only with the configured bearer token', () => {
