@@ -69,7 +69,7 @@ export interface SearchEngine {
   exactMaxRows?: number;
   /** meta.total is exact up to this many rows (default TOTAL_EXACT_BOUND). */
   totalExactBound?: number;
-  /** How a text search within a place reads its lexical matches (default: placeReadPlan's choice; tests force each). */
+  /** How a text search within a place reads its lexical matches (default: `cells` when the place has a cover, else placeReadPlan's choice; tests force each). */
   placeRead?: PlaceRead;
 }
 
@@ -280,7 +280,7 @@ async function scopeRows(engine: SearchEngine, scope: TextScope): Promise<{ n: n
 /**
  * CPU per row read (µs) of the three ways to read a text search's lexical matches within a place
  * when grid cells cannot (placeRows: the place's box crosses the antimeridian, reaches a pole or
- * needs more than MAX_COVER_CELLS cells),
+ * needs more than MAX_COVER_CELLS cells at every level, lib/search/geo-cells.ts),
  * measured on the full PMGSY file (bounded counts of the benchmark's combined searches, CPU time of
  * the PostgreSQL backend; docs/decisions.md, 2026-11-25):
  * - `text-first`: the text's matches through the full-text index, each one's locations checked:
@@ -303,9 +303,9 @@ export type PlaceRead = 'cells' | 'text-first' | 'hashed' | 'place-first';
 /**
  * How to read a text search's lexical matches within a place without grid cells, from the
  * planner's estimates of the locations in the place's bounding box (`locations`) and of the rarest
- * word's rows (`rarest`): the cheapest by READ_COST. The planner cannot choose well itself: it multiplies the words'
- * frequencies, although the words of real texts go together ("primary health centre": estimated 13
- * for 3,617), and it estimates any box at 0.1 % of the locations. The rarest word's rows bound the
+ * word's rows (`rarest`): the cheapest by READ_COST. The planner cannot choose well itself: it
+ * multiplies the words' frequencies, although the words of real texts go together ("primary
+ * health centre": estimated 13 for 3,617), and it estimates any box at 0.1 % of the locations. The rarest word's rows bound the
  * text's; half of them is the expected share (median 0.45 over the benchmark's texts).
  */
 export function placeReadPlan(rarest: number, locations: number): Exclude<PlaceRead, 'cells'> {
@@ -454,9 +454,11 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
       const first = spatial[0];
       const box = boundingBox(first.point, first.meters);
       const others = counted.filter((c) => c !== scope);
-      // No estimate needed: on the full PMGSY file cells was the cheapest read (or within ~1 ms of
+      // No estimate needed: on the full PMGSY file cells was the cheapest read (or within ~2 ms of
       // it, for rare words within 200 km) for every text of the benchmark, dense and sparse places
-      // alike (docs/decisions.md, 2026-11-25), and skipping the EXPLAIN saves a statement.
+      // alike (docs/decisions.md, 2026-11-25), and skipping the EXPLAIN saves a statement. A
+      // location within the place is within its box, so its cell is in the cover: the cells only
+      // narrow, the per-row check decides.
       const cells = coverCells(box);
       if (cells && (engine.placeRead ?? 'cells') === 'cells') {
         return rowsOf([scopeOf('per-row'), ...others, (p) => `i.geo_cells && ${p(cells)}::int[]`]);
