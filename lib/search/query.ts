@@ -11,7 +11,8 @@
  * - anchor `item.id`: indexed in the same network (404), the interaction matrix lets its domain
  *   reach `context.domain` (403); its embedding ranks and its first location can be the centre;
  * - `spatial` s_dwithin filters (any location within range, bounding-box prefilter on the GiST
- *   index); `orderingCenter` only orders;
+ *   index; with text, the grid cells of the first place's box on the words' GIN index,
+ *   sql/019_search_geo_cells.sql); `orderingCenter` only orders;
  * - order: `sort`, else relevance with a ranking vector, else nearest with a centre
  *   (orderingCenter, the first s_dwithin point, the anchor's location), else newest; an order
  *   whose precondition is unmet degrades to newest; ties fall back to newest, then item id;
@@ -32,6 +33,7 @@ import { filterSql, resolveFilter, type ResolvedFilter } from './filters.ts';
 import { boundingBox, fromCoordinates, type GeoPoint } from '../network/geo.ts';
 import { DEFAULT_LIMIT, DEFAULT_VERSION, SearchError, type SearchBody, type SortOrder } from './request.ts';
 import { decodeHalf } from './half.ts';
+import { coverCells } from './geo-cells.ts';
 import { ReadCache } from '../platform/read-cache.ts';
 import { sameModelSql, type SqlRunner, type VectorBackendName } from './vector-backend.ts';
 import { bytesOf, exactNearest, type CandidateFilter, type Neighbour, type VectorIndex } from './vector-index.ts';
@@ -67,7 +69,7 @@ export interface SearchEngine {
   exactMaxRows?: number;
   /** meta.total is exact up to this many rows (default TOTAL_EXACT_BOUND). */
   totalExactBound?: number;
-  /** How a text search within a place reads its lexical matches (default: placeReadPlan's choice; tests force each). */
+  /** How a text search within a place reads its lexical matches (default: `cells` when the place has a cover, else placeReadPlan's choice; tests force each). */
   placeRead?: PlaceRead;
 }
 
@@ -276,7 +278,9 @@ async function scopeRows(engine: SearchEngine, scope: TextScope): Promise<{ n: n
 }
 
 /**
- * CPU per row read (µs) of the three ways to read a text search's lexical matches within a place,
+ * CPU per row read (µs) of the three ways to read a text search's lexical matches within a place
+ * when grid cells cannot (placeRows: the place's box crosses the antimeridian, reaches a pole or
+ * needs more than MAX_COVER_CELLS cells at every level, lib/search/geo-cells.ts),
  * measured on the full PMGSY file (bounded counts of the benchmark's combined searches, CPU time of
  * the PostgreSQL backend; docs/decisions.md, 2026-11-25):
  * - `text-first`: the text's matches through the full-text index, each one's locations checked:
@@ -289,18 +293,22 @@ async function scopeRows(engine: SearchEngine, scope: TextScope): Promise<{ n: n
  */
 const READ_COST = { textFirst: 5, hashedPerLocation: 1.5, hashedPerMatch: 1.5, placeFirst: 4.5 };
 
-/** A way to read a text search's lexical matches within a place (READ_COST). */
-export type PlaceRead = 'text-first' | 'hashed' | 'place-first';
+/**
+ * A way to read a text search's lexical matches within a place: `cells` (the words and the place's
+ * grid cells intersected in the GIN index, then each row's places checked; lib/search/geo-cells.ts),
+ * or one of READ_COST's three.
+ */
+export type PlaceRead = 'cells' | 'text-first' | 'hashed' | 'place-first';
 
 /**
- * How to read a text search's lexical matches within a place, from the planner's estimates of the
- * locations in the place's bounding box (`locations`) and of the rarest word's rows (`rarest`): the
- * cheapest by READ_COST. The planner cannot choose well itself: it multiplies the words'
- * frequencies, although the words of real texts go together ("primary health centre": estimated 13
- * for 3,617), and it estimates any box at 0.1 % of the locations. The rarest word's rows bound the
+ * How to read a text search's lexical matches within a place without grid cells, from the
+ * planner's estimates of the locations in the place's bounding box (`locations`) and of the rarest
+ * word's rows (`rarest`): the cheapest by READ_COST. The planner cannot choose well itself: it
+ * multiplies the words' frequencies, although the words of real texts go together ("primary
+ * health centre": estimated 13 for 3,617), and it estimates any box at 0.1 % of the locations. The rarest word's rows bound the
  * text's; half of them is the expected share (median 0.45 over the benchmark's texts).
  */
-export function placeReadPlan(rarest: number, locations: number): PlaceRead {
+export function placeReadPlan(rarest: number, locations: number): Exclude<PlaceRead, 'cells'> {
   const matches = rarest / 2;
   const costs = {
     'text-first': READ_COST.textFirst * matches,
@@ -436,12 +444,25 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
     // The page needs the matches' ids unless it comes from the similar items alone (below).
     const fromSimilar = relevance && ranking === textVector && depth <= vectorMatches.length;
     /**
-     * The lexical matches within the first place, read as placeReadPlan chooses from the planner's
-     * estimates of each word's rows and of the locations in the place's box (one EXPLAIN).
+     * The lexical matches within the first place: by `cells` whenever the place's box has a cover
+     * (coverCells: one GIN lookup intersects the text's rows with the cells' rows, and only those
+     * rows are read and checked exactly); else (a box across the antimeridian or reaching a pole,
+     * or too wide) as placeReadPlan chooses from the planner's estimates of each word's rows and of
+     * the locations in the place's box (one EXPLAIN). `engine.placeRead` forces a read (tests).
      */
     const placeRows = async (): Promise<Rows> => {
       const first = spatial[0];
       const box = boundingBox(first.point, first.meters);
+      const others = counted.filter((c) => c !== scope);
+      // No estimate needed: on the full PMGSY file cells was the cheapest read (or within ~2 ms of
+      // it, for rare words within 200 km) for every text of the benchmark, dense and sparse places
+      // alike (docs/decisions.md, 2026-11-25), and skipping the EXPLAIN saves a statement. A
+      // location within the place is within its box, so its cell is in the cover: the cells only
+      // narrow, the per-row check decides.
+      const cells = coverCells(box);
+      if (cells && (engine.placeRead ?? 'cells') === 'cells') {
+        return rowsOf([scopeOf('per-row'), ...others, (p) => `i.geo_cells && ${p(cells)}::int[]`]);
+      }
       const params: unknown[] = [];
       const p = (value: unknown) => `$${params.push(value)}`;
       // current_schema() is parallel-unsafe: the plan stays serial, so each source is one node of
@@ -451,8 +472,8 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
           WHERE l.lat BETWEEN ${p(box.minLat)} AND ${p(box.maxLat)} AND l.lng BETWEEN ${p(box.minLng)} AND ${p(box.maxLng)}`];
       const { children } = await planRows(db, sources.join(' UNION ALL '), params);
       if (children.length !== sources.length) return rowsOf(counted);
-      const others = counted.filter((c) => c !== scope);
-      const plan = engine.placeRead ?? placeReadPlan(Math.min(...children.slice(0, -1)), children[children.length - 1]);
+      const forced = engine.placeRead !== 'cells' ? engine.placeRead : undefined;
+      const plan = forced ?? placeReadPlan(Math.min(...children.slice(0, -1)), children[children.length - 1]);
       if (plan === 'text-first') return rowsOf([scopeOf('per-row'), ...others]);
       if (plan === 'hashed') return rowsOf([scopeOf('hashed'), ...others]);
       // Each item near the point once, then its row (LIMIT 1: a primary key, and a lateral

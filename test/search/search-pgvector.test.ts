@@ -1,6 +1,6 @@
 /**
  * The two vector backends on one small fixture: the index schema (sql/004_search_index.sql and
- * sql/011_search_ann.sql, sql/015_search_f16.sql, sql/017_search_words.sql) migrated into PGlite with real pgvector compiled to WASM
+ * sql/011_search_ann.sql, sql/015_search_f16.sql, sql/017_search_words.sql, sql/019_search_geo_cells.sql) migrated into PGlite with real pgvector compiled to WASM
  * (@electric-sql/pglite-pgvector) and into the embedded PostgreSQL (in-process usearch index),
  * the same rows written to both, and the same searches run by the same query builder, each through
  * its vector index (exactMaxRows 0), must give the same results. The HNSW index must serve the
@@ -110,6 +110,7 @@ beforeAll(async () => {
   await pglite.exec(await readFile(`${SQL_DIR}/011_search_ann.sql`, 'utf8'));
   await pglite.exec(await readFile(`${SQL_DIR}/015_search_f16.sql`, 'utf8'));
   await pglite.exec(await readFile(`${SQL_DIR}/017_search_words.sql`, 'utf8'));
+  await pglite.exec(await readFile(`${SQL_DIR}/019_search_geo_cells.sql`, 'utf8'));
   expect(await readVectorBackend(pglite)).toBe('pgvector');
   await load(pglite, data);
   await ensureVectorIndex(pglite, 'pgvector', provider.version);

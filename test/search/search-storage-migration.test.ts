@@ -3,7 +3,8 @@
  * migrations 004 and 011 are converted to half precision — `halfvec` with pgvector (PGlite with
  * pgvector compiled to WASM), a bytea of big-endian binary16 otherwise (PGlite with `cube`, the
  * embedded default's backend) — bit for bit as the search service's own encoder rounds them; then
- * sql/017_search_words.sql stores each row's text as its words; searches answer from the converted rows.
+ * sql/017_search_words.sql stores each row's text as its words, and sql/019_search_geo_cells.sql adds their grid cells; searches answer
+ * from the converted rows.
  */
 import { readFile } from 'node:fs/promises';
 import { PGlite } from '@electric-sql/pglite';
@@ -55,6 +56,8 @@ async function migrated(extension: 'vector' | 'cube') {
   await db.exec(await readFile(`${SQL_DIR}/015_search_f16.sql`, 'utf8'));
   // 016 changes only the signals schema.
   await db.exec(await readFile(`${SQL_DIR}/017_search_words.sql`, 'utf8'));
+  // 018 changes only other schemas.
+  await db.exec(await readFile(`${SQL_DIR}/019_search_geo_cells.sql`, 'utf8'));
   return { db, rows };
 }
 
@@ -82,6 +85,11 @@ describe('migration 015: embeddings to half precision on an existing install', (
         [JSON.stringify(rows.map((r) => ({ item_id: r.item_id, search_text: r.search_text })))]);
       expect(words).toHaveLength(rows.length);
       expect(words.every((w) => w.same)).toBe(true);
+      // 019: grid cells of the rows' locations (none here), and one GIN index on words and cells.
+      const { rows: cells } = await db.query<{ c: number[] }>(`SELECT geo_cells AS c FROM search.items`);
+      expect(cells.map((r) => r.c)).toEqual(rows.map(() => []));
+      const { rows: gin } = await db.query<{ indexname: string }>(`SELECT indexname FROM pg_indexes WHERE schemaname = 'search' AND indexdef LIKE '%gin (search_words%'`);
+      expect(gin.map((r) => r.indexname)).toEqual(['items_search_words_cells_idx']);
       // A vector of another length is refused by the new check.
       await expect(db.query(`UPDATE search.items SET embedding = search.embedding_of('{1, 0}') WHERE item_id = $1`, [rows[0].item_id])).rejects.toThrow(/check/);
 

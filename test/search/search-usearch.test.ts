@@ -87,7 +87,7 @@ describe('in-process vector index (usearch)', () => {
     });
   }
 
-  it('reads a text search\'s matches within places text-first, hashed or place-first with the same answers', async () => {
+  it('reads a text search\'s matches within places by cells, text-first, hashed or place-first with the same answers', async () => {
     const near = (lng: number, lat: number, distanceMeters: number) => ({ op: 's_dwithin', geometry: { type: 'Point', coordinates: [lng, lat] }, distanceMeters });
     const searches: [Record<string, unknown>, Record<string, unknown>?][] = [
       [{ textSearch: 'school', spatial: [near(76.4, 29.7, 20_000)] }],
@@ -97,7 +97,7 @@ describe('in-process vector index (usearch)', () => {
       [{ textSearch: 'zqxj', spatial: [near(76.4, 29.7, 20_000)] }],
     ];
     for (const totalExactBound of [1000, 3]) {
-      const engines = (['text-first', 'hashed', 'place-first'] as const).map((placeRead) => createSearchEngine({ ...parts, placeRead, totalExactBound }));
+      const engines = (['cells', 'text-first', 'hashed', 'place-first'] as const).map((placeRead) => createSearchEngine({ ...parts, placeRead, totalExactBound }));
       for (const [intent, pagination] of searches) {
         const expected = await runSearch(createSearchEngine({ ...parts, totalExactBound }), body(intent, pagination));
         if (intent.textSearch !== 'zqxj') expect(expected.message.meta.total, JSON.stringify(intent)).toBeGreaterThan(0);
