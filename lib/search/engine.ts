@@ -171,7 +171,8 @@ export async function searchReadiness(ctx: SearchEngineDeps): Promise<Record<str
 
 /**
  * The search service's gauges in the process's registry (lib/platform/metrics.ts), read at each
- * scrape: `search_requests_waiting` (searches queued for a slot, inSearchSlot), `search_index_items{backend}` (vectors in the vector index: usearch in this process, or
+ * scrape: `search_requests_waiting` (searches queued for a slot, inSearchSlot),
+ * `search_index_items{backend}` (vectors in the vector index: usearch in this process, or
  * pgvector's indexed rows) and `search_index_pending_changes` (usearch: rows written to
  * search.items after the index's change cursor, i.e. the catch-up lag in rows).
  */
