@@ -98,6 +98,8 @@ export interface UsearchIndexDeps {
   threads?: number;
   /** First delay before a failed load, build or catch-up is tried again (default 5 s). */
   retryMs?: number;
+  /** Called with each graph thread started (tests: to stop it). */
+  onThread?: (thread: Worker) => void;
 }
 
 /**
@@ -267,6 +269,7 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
       else log.error({ err: err.message }, 'vector index thread exited');
     });
     started.unref();
+    deps.onThread?.(started);
     return thread = started;
   }
 
