@@ -528,7 +528,7 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
           size = reply.size;
         } catch (err) {
           // The thread exited (logged there) or failed: incomplete, so the caller takes the exact path.
-          log.warn({ err: (err as Error).message }, 'vector index search failed: exact path');
+          if (state !== 'closed') log.warn({ err: (err as Error).message }, 'vector index search failed: exact path');
           return { found: [], complete: false };
         }
         // Distances come in ascending order: candidates stop at the first one too far.
