@@ -27,9 +27,13 @@ const ops = {
   drop() {
     graph = undefined;
   },
-  // A build step: keys (BigUint64Array) and their vectors (Float32Array, concatenated) added with `threads`.
+  // A build step: keys (BigUint64Array) and their vectors (Float32Array, concatenated) added with
+  // `threads`, 500 at a time as the build always did (the same concurrent insertions).
   add({ keys, vectors, threads }) {
-    graph.add(keys, vectors, threads);
+    const width = vectors.length / keys.length;
+    for (let i = 0; i < keys.length; i += 500) {
+      graph.add(keys.subarray(i, i + 500), vectors.subarray(i * width, Math.min(keys.length, i + 500) * width), threads);
+    }
   },
   // Adds or replaces vectors one by one (the catch-up).
   put({ keys, vectors }) {
