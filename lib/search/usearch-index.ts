@@ -19,6 +19,11 @@
  *   with the build, or after a load: the file holds the graph's bf16 vectors only), so a search
  *   reads its candidates' rows without their vectors; a candidate's score uses its vector as of the
  *   last catch-up, like the graph.
+ * - the graph (a native usearch Index) lives in a worker thread of its own (usearch-thread.js),
+ *   which performs every graph operation in order: its searches (a third of the main thread's CPU
+ *   per text search) run on another core meanwhile. Everything else (the stored vectors, the
+ *   database reads, cursor, file metadata) stays here. If the thread dies, the index is not ready
+ *   (exact path) and is rebuilt in a new thread, like after any failure.
  * Several search processes on one database each keep their own copy (and file: use one DATA_DIR
  * per process).
  */
@@ -28,7 +33,7 @@ import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
-import { Index } from 'usearch';
+import { Worker } from 'node:worker_threads';
 import type { Pool } from '../platform/db.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ModelVersion } from './embeddings/index.ts';
@@ -93,6 +98,8 @@ export interface UsearchIndexDeps {
   threads?: number;
   /** First delay before a failed load, build or catch-up is tried again (default 5 s). */
   retryMs?: number;
+  /** Called with each graph thread started (tests: to stop it). */
+  onThread?: (thread: Worker) => void;
 }
 
 /**
@@ -114,7 +121,11 @@ export const HNSW = { connectivity: 16, expansion_add: 384, expansion_search: 40
 export const SCALAR = 'bf16';
 /** What a file's graph was built with (recorded in its .json; a file built otherwise is rebuilt). */
 export const GRAPH = { connectivity: HNSW.connectivity, expansion_add: HNSW.expansion_add };
-const newIndex = (dimensions: number) => new Index({ metric: 'cos', dimensions, quantization: SCALAR, ...HNSW } as never);
+/** usearch Index options (sent to the graph's thread). */
+const indexOptions = (dimensions: number) => ({ metric: 'cos', dimensions, quantization: SCALAR, ...HNSW });
+
+/** A reply of the graph's thread (usearch-thread.js): `size` is its graph's vector count after the operation. */
+interface ThreadReply { id: number; size: number; error?: string; dimensions?: number; keys?: BigUint64Array; distances?: Float32Array }
 
 /** Vectors per chunk of a VectorStore (12 MB of 384-dimension binary16 vectors). */
 const STORE_CHUNK = 16_384;
@@ -187,7 +198,13 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
   const threads = deps.threads ?? Math.max(1, os.availableParallelism?.() ?? os.cpus().length);
 
   let state: State = 'loading';
-  let index: Index | undefined;
+  /** The graph's thread, started by a load or build (open, rebuild); undefined once it has exited. */
+  let thread: Worker | undefined;
+  /** Whether the thread holds a complete graph (loaded or built), and its size at the last reply. */
+  let hasGraph = false;
+  let graphSize = 0;
+  let nextId = 0;
+  const waiting = new Map<number, { resolve: (reply: ThreadReply) => void; reject: (err: Error) => void }>();
   /**
    * The stored binary16 vectors (search.embedding_f16's bytes) of the graph's rows, by ann_key,
    * kept in step with it (build, load, catch-up): the candidates' exact similarities are computed
@@ -210,6 +227,51 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
 
   const sameModel = `model_id = $1 AND model_quantization = $2 AND model_dimensions = ${dimensions}`;
   const modelParams = [version.model_id, version.quantization];
+
+  /**
+   * One graph operation in the thread (usearch-thread.js), after those sent before it.
+   * @throws Error when the thread has exited or the operation failed there.
+   */
+  function call(message: Record<string, unknown>, transfer: ArrayBuffer[] = []): Promise<ThreadReply> {
+    return new Promise((resolve, reject) => {
+      if (!thread) return reject(new Error('the vector index thread has exited'));
+      const id = nextId++;
+      // The thread keeps the process alive only while an operation is pending.
+      if (!waiting.size) thread.ref();
+      waiting.set(id, { resolve, reject });
+      thread.postMessage({ id, ...message }, transfer);
+    });
+  }
+
+  /** The graph's thread, started if none runs. Its exit fails what is pending and, when ready, the index. */
+  function startThread(): Worker {
+    if (thread) return thread;
+    // execArgv []: not the parent's `--import tsx` (the thread module is plain JavaScript).
+    const started = new Worker(new URL('./usearch-thread.js', import.meta.url), { execArgv: [] });
+    let error: Error | undefined;
+    started.on('message', (reply: ThreadReply) => {
+      const call = waiting.get(reply.id);
+      waiting.delete(reply.id);
+      if (!waiting.size) started.unref();
+      graphSize = reply.size ?? graphSize;
+      if (reply.error !== undefined) call?.reject(new Error(`vector index thread: ${reply.error}`));
+      else call?.resolve(reply);
+    });
+    started.on('error', (err) => { error = err; });
+    started.on('exit', (code) => {
+      if (thread === started) thread = undefined;
+      hasGraph = false;
+      const err = new Error(`the vector index thread exited (code ${code}${error ? `: ${error.message}` : ''})`);
+      for (const pending of waiting.values()) pending.reject(err);
+      waiting.clear();
+      if (state === 'closed') return;
+      if (state === 'ready') fail(err);
+      else log.error({ err: err.message }, 'vector index thread exited');
+    });
+    started.unref();
+    deps.onThread?.(started);
+    return thread = started;
+  }
 
   async function readEpoch(): Promise<string> {
     const { rows } = await pool.query<{ value: string }>(`SELECT value FROM search.settings WHERE key = 'ann_epoch'`);
@@ -239,25 +301,26 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
       }
       // A damaged file must never reach the native loader (it may crash the process).
       if (await fileDigest(file) !== meta.sha256) throw new Error('its SHA-256 differs from the one saved with it');
-      const loaded = newIndex(dimensions);
-      loaded.load(file);
-      if (loaded.size() !== meta.size || loaded.dimensions() !== dimensions) throw new Error(`holds ${loaded.size()} vectors of ${loaded.dimensions()} dimensions, expected ${meta.size} of ${dimensions}`);
-      index = loaded;
+      const loaded = await call({ op: 'load', options: indexOptions(dimensions), file });
+      if (loaded.size !== meta.size || loaded.dimensions !== dimensions) throw new Error(`holds ${loaded.size} vectors of ${loaded.dimensions} dimensions, expected ${meta.size} of ${dimensions}`);
+      hasGraph = true;
       cursor = meta.cursor;
       log.info({ file, size: meta.size, cursor }, 'vector index loaded');
       return true;
     } catch (err) {
+      if (!thread) throw err; // not the file: the thread died (open fails and retries)
       log.warn({ file, err: (err as Error).message }, 'vector index file unreadable (corrupt?): rebuilding');
       return false;
     }
   }
 
   async function save(): Promise<void> {
-    if (!index) return;
+    if (!hasGraph) return;
     await mkdir(dir, { recursive: true });
     const tmp = `${file}.tmp`;
-    const meta: Omit<FileMeta, 'sha256'> = { epoch, model: version, scalar: SCALAR, graph: GRAPH, cursor, size: index.size() };
-    index.save(tmp);
+    const at = cursor;
+    const { size } = await call({ op: 'save', file: tmp });
+    const meta: Omit<FileMeta, 'sha256'> = { epoch, model: version, scalar: SCALAR, graph: GRAPH, cursor: at, size };
     const sha256 = await fileDigest(tmp);
     await rename(tmp, file);
     await writeFile(`${metaFile}.tmp`, JSON.stringify({ ...meta, sha256 }));
@@ -286,13 +349,16 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
     }
   }
 
-  /** Builds a complete index from search.items into a new Index; serves it only when complete. */
+  /** Builds a complete graph from search.items in the thread (a new one); serves it only when complete. */
   async function build(): Promise<void> {
     state = 'building';
+    hasGraph = false;
     log.warn({ file }, 'vector index building from search.items: searches take the exact path until it is ready');
     const started = performance.now();
     const from = await maxSeq(); // everything after is caught up later (re-applying is harmless)
-    const built = newIndex(dimensions);
+    await call({ op: 'create', options: indexOptions(dimensions) });
+    // The thread adds one step while the next is read: at most two steps' vectors in memory.
+    let adding: Promise<unknown> = Promise.resolve();
     const builtStored = await readLive(async (rows) => {
       const keys = new BigUint64Array(rows.length);
       const vectors = new Float32Array(rows.length * dimensions);
@@ -300,45 +366,48 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
         keys[n] = BigInt(r.k);
         vectors.set(decodeHalf(r.e), n * dimensions);
       });
-      // Steps of 500 vectors: each blocks the event loop for a fraction of a second at most.
-      for (let i = 0; i < rows.length; i += 500) {
-        built.add(keys.subarray(i, i + 500), vectors.subarray(i * dimensions, Math.min(rows.length, i + 500) * dimensions), threads);
-        await yieldToEventLoop();
-      }
+      await adding;
+      adding = call({ op: 'add', keys, vectors, threads }, [keys.buffer, vectors.buffer]);
+      adding.catch(() => {}); // awaited with the next step or after the last
     });
-    index = built;
+    await adding;
+    hasGraph = true;
     stored = builtStored;
     cursor = from;
     applied.clear();
     history.length = 0;
     buildSeconds = (performance.now() - started) / 1000;
     await save().catch((err) => log.error({ err }, 'vector index could not be saved'));
-    log.info({ size: built.size(), seconds: Math.round(buildSeconds * 10) / 10, file }, 'vector index built: searches use it');
+    log.info({ size: graphSize, seconds: Math.round(buildSeconds * 10) / 10, file }, 'vector index built: searches use it');
   }
 
-  /** Adds or replaces rows by ann_key `k`, `e` their stored vector (search.embedding_f16's bytes). */
-  function put(rows: { k: string; e: Uint8Array }[]): void {
-    if (!index) return;
-    for (const { k, e } of rows) {
-      const key = BigInt(k);
-      if (index.contains(key)) index.remove(key);
-      index.add(key, decodeHalf(e));
+  /**
+   * Adds or replaces rows by ann_key `k`, `e` their stored vector (search.embedding_f16's bytes).
+   * @returns when the thread has applied them; rejects when it has exited.
+   */
+  async function put(rows: { k: string; e: Uint8Array }[]): Promise<void> {
+    if (!hasGraph || !rows.length) return;
+    const keys = new BigUint64Array(rows.length);
+    const vectors = new Float32Array(rows.length * dimensions);
+    rows.forEach(({ k, e }, n) => {
+      keys[n] = BigInt(k);
+      vectors.set(decodeHalf(e), n * dimensions);
       stored.set(Number(k), e);
-    }
-    if (rows.length) dirty = true;
+    });
+    dirty = true;
+    await call({ op: 'put', keys, vectors }, [keys.buffer, vectors.buffer]);
   }
 
-  function remove(keys: bigint[]): void {
-    if (!index) return;
-    for (const key of keys) {
-      if (index.contains(key)) index.remove(key);
-      stored.delete(Number(key));
-    }
-    if (keys.length) dirty = true;
+  /** Removes rows by ann_key. @returns when the thread has; rejects when it has exited. */
+  async function remove(keys: bigint[]): Promise<void> {
+    if (!hasGraph || !keys.length) return;
+    for (const key of keys) stored.delete(Number(key));
+    dirty = true;
+    await call({ op: 'remove', keys: BigUint64Array.from(keys) });
   }
 
   async function catchUp(): Promise<number> {
-    if (!index) return 0;
+    if (!hasGraph) return 0;
     const now = Date.now();
     history.push({ at: now, cursor });
     while (history.length > 1 && history[1].at <= now - SETTLE_MS) history.shift();
@@ -351,13 +420,12 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
                 CASE WHEN lifecycle_status = 'live' AND ${sameModel} THEN search.embedding_f16(embedding) END AS e
            FROM search.items WHERE change_seq > $3 ORDER BY change_seq LIMIT ${READ_BATCH}`, [...modelParams, from]);
       const fresh = rows.filter((r) => applied.get(r.k) !== Number(r.s));
-      // In slices, yielding between them: replacing a vector cost ~3 ms on the full file (measured),
-      // so the 2,000 rows of a step would hold every search back ~6 s.
+      // In slices, each applied by the thread before the next is sent: replacing a vector cost ~3 ms
+      // on the full file (measured), so the 2,000 rows of a step would hold every search back ~6 s.
       for (let i = 0; i < fresh.length; i += UPSERT_SLICE) {
-        if (i) await yieldToEventLoop();
         const slice = fresh.slice(i, i + UPSERT_SLICE);
-        put(slice.filter((r) => r.keep).map((r) => ({ k: r.k, e: r.e! })));
-        remove(slice.filter((r) => !r.keep).map((r) => BigInt(r.k)));
+        await put(slice.filter((r) => r.keep).map((r) => ({ k: r.k, e: r.e! })));
+        await remove(slice.filter((r) => !r.keep).map((r) => BigInt(r.k)));
         for (const r of slice) applied.set(r.k, Number(r.s));
       }
       count += fresh.length;
@@ -369,7 +437,7 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
     const { rows: removed } = await pool.query<{ k: string; s: string }>(
       `SELECT ann_key::text AS k, change_seq::text AS s FROM search.ann_removals WHERE change_seq > $1 ORDER BY change_seq`, [readFrom]);
     const freshRemoved = removed.filter((r) => !applied.has(`-${r.k}`));
-    remove(freshRemoved.map((r) => BigInt(r.k)));
+    await remove(freshRemoved.map((r) => BigInt(r.k)));
     for (const r of freshRemoved) applied.set(`-${r.k}`, Number(r.s));
     count += freshRemoved.length;
     if (removed.length) top = Math.max(top, Number(removed.at(-1)!.s));
@@ -400,54 +468,69 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
 
   /**
    * Load or build, then the first catch-up. A failure (database unreachable, a catch-up that
-   * fails) leaves the index unused (exact path) and tries again after retryMs, doubling up to a
-   * minute: a rebuild from search.items, since a half-applied catch-up cannot be trusted.
+   * fails, the thread's exit) leaves the index unused (exact path) and tries again after retryMs,
+   * doubling up to a minute: a rebuild from search.items, since a half-applied catch-up cannot be trusted.
    */
   let retryMs = deps.retryMs ?? 5_000;
   const open = (rebuild: boolean) => serial(async () => {
+    const started = startThread();
     epoch = await readEpoch();
     if (rebuild || !(await load())) await build();
     else stored = await readLive(); // the file holds the graph's bf16 vectors only
     if ((state as State) === 'closed') return;
+    if (thread !== started) throw new Error('the vector index thread exited');
     state = 'ready';
     await catchUp();
     tick();
-  }).catch((err) => {
+  }).catch(fail);
+
+  function fail(err: Error): void {
     if (state === 'closed') return;
     state = 'failed';
-    index = undefined;
+    hasGraph = false;
     stored = new VectorStore(dimensions * 2);
-    log.error({ err: (err as Error).message, retry_ms: retryMs }, 'vector index unavailable: searches take the exact path until it is rebuilt');
+    if (thread) void call({ op: 'drop' }).catch(() => {}); // frees the graph until the rebuild
+    log.error({ err: err.message, retry_ms: retryMs }, 'vector index unavailable: searches take the exact path until it is rebuilt');
+    clearTimeout(timer);
     timer = setTimeout(() => {
       if ((state as State) !== 'closed' && !(pool as { ending?: boolean }).ending) void open(true);
     }, retryMs);
     timer.unref();
     retryMs = Math.min(60_000, retryMs * 2);
-  });
+  }
   void open(false).finally(settle);
 
   return {
     backend: 'usearch',
     file,
-    ready: () => state === 'ready' && index !== undefined,
+    ready: () => state === 'ready' && hasGraph,
     whenSettled: () => settled,
     catchUp: () => serial(catchUp),
     save: () => serial(save),
     async size() {
-      return index?.size() ?? 0;
+      // After the changes sent before (the thread applies them in order).
+      return hasGraph ? call({ op: 'size' }).then((reply) => reply.size, () => 0) : 0;
     },
     async search(db: SqlRunner, vector: Float32Array, k: number, filter, minSimilarity): Promise<IndexAnswer> {
-      const graph = index!;
-      const size = graph.size();
+      let size = graphSize;
       const keyParam = `$${filter.params.length + 1}`;
       // Graph distances (1 - approximate similarity) past this cannot reach minSimilarity.
       const farthest = minSimilarity === undefined ? Infinity : 1 - (minSimilarity - SIMILARITY_MARGIN);
-      let wanted = Math.min(size, Math.max(MIN_CANDIDATES, k * 2));
+      let wanted = Math.max(1, Math.min(size, Math.max(MIN_CANDIDATES, k * 2)));
       let checked = 0;
       let complete = false;
       const passed: Neighbour[] = [];
       for (;;) {
-        const found = graph.search(vector, wanted, 1);
+        let found: { keys: BigUint64Array; distances: Float32Array };
+        try {
+          const reply = await call({ op: 'search', vector, k: wanted });
+          found = { keys: reply.keys!, distances: reply.distances! };
+          size = reply.size;
+        } catch (err) {
+          // The thread exited (logged there) or failed: incomplete, so the caller takes the exact path.
+          if (state !== 'closed') log.warn({ err: (err as Error).message }, 'vector index search failed: exact path');
+          return { found: [], complete: false };
+        }
         // Distances come in ascending order: candidates stop at the first one too far.
         let usable = checked;
         while (usable < found.keys.length && found.distances[usable] <= farthest) usable++;
@@ -481,17 +564,20 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
       }
       return { found: passed.sort(byRank).slice(0, k), complete };
     },
-    upsert: (entries) => put(entries.map(({ key, vector }) => ({ k: String(key), e: encodeHalf([vector]) }))),
-    remove,
+    // Applied by the thread after what was sent before; a failure is the thread's exit (logged there).
+    upsert: (entries) => void put(entries.map(({ key, vector }) => ({ k: String(key), e: encodeHalf([vector]) }))).catch(() => {}),
+    remove: (keys) => void remove(keys).catch(() => {}),
     rebuild: () => serial(async () => {
+      const started = startThread();
       await rm(file, { force: true });
-      index = undefined;
       stored = new VectorStore(dimensions * 2);
       await build();
+      if ((state as State) === 'closed') return;
+      if (thread !== started) throw new Error('the vector index thread exited');
       state = 'ready';
     }),
     status: () => ({
-      backend: 'usearch', state, size: index?.size() ?? 0, file, cursor,
+      backend: 'usearch', state, size: hasGraph ? graphSize : 0, file, cursor,
       ...(buildSeconds !== undefined ? { build_seconds: Math.round(buildSeconds * 10) / 10 } : {}),
     }),
     async close() {
@@ -500,6 +586,10 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
       clearTimeout(timer);
       await busy;
       if (was === 'ready' && dirty) await save().catch((err) => log.error({ err }, 'vector index could not be saved'));
+      const stopping = thread;
+      thread = undefined;
+      hasGraph = false;
+      await stopping?.terminate();
     },
   };
 }

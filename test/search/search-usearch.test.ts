@@ -3,7 +3,7 @@
  * stored at signals, indexed by the real search-index-items task, caught up into the index from
  * search.items; the index answers like the exact path, pages stay consistent, retirements and
  * edits reach it, a file of another model version, scalar kind or graph, or a corrupt file, is rebuilt, and so is an index
- * whose first catch-up failed.
+ * whose first catch-up failed or whose graph thread died.
  */
 import { randomUUID } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
@@ -278,6 +278,28 @@ describe('in-process vector index (usearch)', () => {
     expect((await runSearch(engine, body({ textSearch: 'rice mill' }))).message.items.map((i) => i.item_id))
       .toEqual(exact.message.items.map((i) => i.item_id));
     await flaky.close();
+  });
+
+  it('answers exactly when its graph thread dies, then rebuilds itself in a new thread', async () => {
+    const threads: import('node:worker_threads').Worker[] = [];
+    const idx = openUsearchIndex({ pool: platform.ctx.pool, logger: platform.ctx.logger, dataDir: platform.dataDir, version: annEngine.provider.version,
+      retryMs: 50, onThread: (t) => threads.push(t) });
+    await idx.whenSettled();
+    expect(idx.ready()).toBe(true);
+    await threads[0].terminate();
+    expect(idx.ready()).toBe(false);
+    // Neither a direct search nor a search through the engine hangs: incomplete, then the exact path.
+    const vector = await annEngine.embedText('rice mill');
+    expect(await idx.search(platform.ctx.pool, vector, 10, { where: `i.lifecycle_status = 'live'`, params: [] })).toEqual({ found: [], complete: false });
+    const engine = createSearchEngine({ ...annEngine, index: idx, exactMaxRows: 0 });
+    const exact = await runSearch(exactEngine, body({ textSearch: 'rice mill' }));
+    expect((await runSearch(engine, body({ textSearch: 'rice mill' }))).message).toEqual(exact.message);
+    await until('the index to rebuild in a new thread', async () => idx.ready());
+    expect(threads).toHaveLength(2);
+    expect(idx.status()).toMatchObject({ state: 'ready', size: await liveRows() });
+    expect((await runSearch(engine, body({ textSearch: 'rice mill' }))).message.items.map((i) => i.item_id))
+      .toEqual(exact.message.items.map((i) => i.item_id));
+    await idx.close();
   });
 });
 
