@@ -415,6 +415,9 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
     let count = 0;
     let top = cursor;
     for (let from = readFrom; ;) {
+      // Closing: stop between steps, the cursor unmoved (what was applied is applied again later,
+      // harmlessly), rather than hold the shutdown until a bulk upload's rows are all in the graph.
+      if ((state as State) === 'closed') return count;
       const { rows } = await pool.query<{ k: string; s: string; keep: boolean; e: Buffer | null }>(
         `SELECT ann_key::text AS k, change_seq::text AS s, (lifecycle_status = 'live' AND ${sameModel}) AS keep,
                 CASE WHEN lifecycle_status = 'live' AND ${sameModel} THEN search.embedding_f16(embedding) END AS e
@@ -423,6 +426,7 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
       // In slices, each applied by the thread before the next is sent: replacing a vector cost ~3 ms
       // on the full file (measured), so the 2,000 rows of a step would hold every search back ~6 s.
       for (let i = 0; i < fresh.length; i += UPSERT_SLICE) {
+        if ((state as State) === 'closed') return count + i;
         const slice = fresh.slice(i, i + UPSERT_SLICE);
         await put(slice.filter((r) => r.keep).map((r) => ({ k: r.k, e: r.e! })));
         await remove(slice.filter((r) => !r.keep).map((r) => BigInt(r.k)));
