@@ -250,7 +250,10 @@ try {
   const baseEnv = { ...process.env, LOG_LEVEL: 'warn', DATABASE_URL: databaseUrl, ...secrets };
 
   // 1. Indexing through the real task and worker (in this process).
-  const config = loadConfig({ ...baseEnv, DATA_DIR: path.join(dir, 'worker') });
+  // BACKGROUND_NICE 0: this worker runs on this process's thread (not in a thread of its own as
+  // under `ldp start`), so its nice value would slow the client and, inherited, the services this
+  // process starts, which run at nice 0 when deployed.
+  const config = loadConfig({ ...baseEnv, DATA_DIR: path.join(dir, 'worker'), BACKGROUND_NICE: '0' });
   const platform = await startPlatform(config, createLogger(config.LOG_LEVEL), databaseUrl, { services: [], worker: true });
   const { pool } = platform.ctx;
   const provider = await platform.ctx.embeddings();
