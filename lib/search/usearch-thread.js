@@ -14,7 +14,7 @@ let graph;
 
 const ops = {
   create({ options }) {
-    graph = undefined; // the old graph is freed before the new one grows
+    graph = undefined; // the old graph can be collected before the new one grows
     graph = new Index(options);
   },
   load({ options, file }) {
