@@ -21,7 +21,11 @@ const row = (lat: number, size: number) => Math.floor((lat + 90) / size);
 const column = (lng: number, size: number) => Math.floor((lng + 180) / size);
 const cellId = (level: number, r: number, c: number) => level * 100_000_000 + r * 10_000 + c;
 
-/** The cells of `locations` at every level, de-duplicated and sorted: what `search.geo_cells` stores. */
+/**
+ * The cells of `locations` at every level, de-duplicated and sorted: what `search.geo_cells` stores.
+ * Search needs only the cover; the tests compare the stored cells with this, i.e. the SQL function
+ * with the arithmetic coverCells uses.
+ */
 export function geoCells(locations: readonly GeoPoint[]): number[] {
   const cells = new Set<number>();
   for (const { lat, lng } of locations) {
