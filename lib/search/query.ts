@@ -34,6 +34,7 @@ import { boundingBox, fromCoordinates, type GeoPoint } from '../network/geo.ts';
 import { DEFAULT_LIMIT, DEFAULT_VERSION, SearchError, type SearchBody, type SortOrder } from './request.ts';
 import { decodeHalf } from './half.ts';
 import { coverCells } from './geo-cells.ts';
+import { LRUCache } from 'lru-cache';
 import { ReadCache } from '../platform/read-cache.ts';
 import { sameModelSql, type SqlRunner, type VectorBackendName } from './vector-backend.ts';
 import { bytesOf, exactNearest, type CandidateFilter, type Neighbour, type VectorIndex } from './vector-index.ts';
@@ -222,15 +223,41 @@ async function estimateCount(db: SqlRunner, conds: Cond[], floor: number): Promi
  * the answer, since counting up to the bound would read `bound` rows for nothing (~1,000 heap
  * rows: 15-70 ms on the full PMGSY file); a planner that overestimates that much turns an exact
  * total into a flagged estimate, never the reverse. `read`: how to read the same rows when they are
- * counted (chosen then; the planner's own way by default).
+ * counted (chosen then; the planner's own way by default). `overBound`: where the row sets found
+ * over the bound are remembered, and asked first (OverBound).
  */
 async function countRows(db: SqlRunner, conds: Cond[], bound: number,
-  options: { withIds?: boolean; read?: () => Promise<Rows> } = {}): Promise<{ n: number; estimated: boolean; ids?: string[] }> {
+  options: { withIds?: boolean; read?: () => Promise<Rows>; overBound?: OverBound } = {}): Promise<{ n: number; estimated: boolean; ids?: string[] }> {
+  const key = options.overBound && JSON.stringify(filterOf(conds));
+  const known = key && options.overBound!.get(key);
+  if (known) return { n: known, estimated: true };
   const guess = await estimateCount(db, conds, 0);
   if (guess > bound * ESTIMATE_OVER) return { n: guess, estimated: true };
   const rows = options.read ? await options.read() : rowsOf(conds);
   const exact = await boundedCount(db, rows, bound, options.withIds ?? false);
-  return exact !== undefined ? { ...exact, estimated: false } : { n: Math.max(guess, bound + 1), estimated: true };
+  if (exact !== undefined) return { ...exact, estimated: false };
+  const n = Math.max(guess, bound + 1);
+  if (key) options.overBound!.set(key, n);
+  return { n, estimated: true };
+}
+
+/**
+ * Row sets (their conditions' SQL and parameters) that a bounded count found larger than the
+ * bound, with the estimate answered then: for OVER_BOUND_MAX_AGE_MS the same conditions get that
+ * estimate again without reading `bound` rows for nothing. The planner underestimates multi-word
+ * texts (independent words: "primary health centre" 16 rows, 3,617 counted on the full PMGSY
+ * file), so every page of such a text read ~1,000 rows (2-5 ms of PostgreSQL) only to give the
+ * estimate. Only a flagged estimate is reused: a total at most the bound is counted every time,
+ * so writes show in exact totals at once; a row set shrinking below the bound is counted again
+ * at most OVER_BOUND_MAX_AGE_MS later. Per search engine (process), lru-cache with a TTL.
+ */
+type OverBound = LRUCache<string, number>;
+const OVER_BOUND_MAX_AGE_MS = 30_000;
+const overBounds = new WeakMap<SearchEngine, OverBound>();
+function overBoundOf(engine: SearchEngine): OverBound {
+  let cache = overBounds.get(engine);
+  if (!cache) overBounds.set(engine, cache = new LRUCache<string, number>({ max: 1000, ttl: OVER_BOUND_MAX_AGE_MS }));
+  return cache;
 }
 
 /** The rows whose vectors compare with `provider`'s (its model version). */
@@ -526,7 +553,7 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
       }
     } else {
       tally = await countRows(db, counted, totalBound,
-        { withIds: !fromSimilar, ...(textMatch && spatial.length ? { read: placeRows } : {}) });
+        { withIds: !fromSimilar, overBound: overBoundOf(engine), ...(textMatch && spatial.length ? { read: placeRows } : {}) });
     }
     const { n: found, estimated, ids: countedIds } = tally;
     const total = found + similarNotLexical;

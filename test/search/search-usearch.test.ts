@@ -111,6 +111,40 @@ describe('in-process vector index (usearch)', () => {
     expect(wide.message.meta.total_estimated).toBe(true);
   });
 
+  it('counts a text\'s matches past the exact bound once, then answers the same estimate without reading them again', async () => {
+    // Bounded counts (up to the bound + 1 rows, with or without their ids) run on the engine's connection: counted here.
+    let counts = 0;
+    const engine = createSearchEngine({
+      ...parts, totalExactBound: 3,
+      transaction: (fn) => parts.transaction((db) => fn({
+        query: (sql, params) => {
+          if (/FROM \(SELECT i\.item_id FROM search\.items i WHERE [\s\S]* LIMIT 4\) s$/.test(sql)) counts++;
+          return db.query(sql, params);
+        },
+      })),
+    });
+    const { rows: [{ n: lexical }] } = await platform.ctx.pool.query(
+      `SELECT count(*)::int AS n FROM search.items WHERE lifecycle_status = 'live' AND search_words @@ to_tsquery('simple', 'veterinary & hospital')`);
+    expect(lexical).toBeGreaterThan(3);
+    const first = await runSearch(engine, body({ textSearch: 'veterinary hospital' }));
+    expect(first.message.meta).toMatchObject({ total_estimated: true });
+    expect(counts).toBe(1); // the planner's estimate did not answer alone: the count read past the bound
+    for (const pagination of [{}, { limit: 5, offset: 5 }]) {
+      const again = await runSearch(engine, body({ textSearch: 'veterinary hospital' }, pagination));
+      expect(again.message.meta.total).toBe(first.message.meta.total);
+      expect(again.message.meta.total_estimated).toBe(true);
+      expect(again.message.items.length).toBeGreaterThan(0);
+    }
+    expect(counts).toBe(1);
+    // A total within the bound is counted every time (a write shows at once).
+    for (let i = 0; i < 2; i++) {
+      const { message } = await runSearch(engine, body({ textSearch: 'zqxj' }));
+      expect(message.meta).toMatchObject({ total: 0 });
+      expect(message.meta.total_estimated).toBeUndefined();
+    }
+    expect(counts).toBe(3);
+  });
+
   it('counts and cuts pages in newest or nearest order without text in one read, as SQL over the rows answers', async () => {
     // The reference: every row passing the conditions, read from search.item_locations, in the spec's order.
     const reference = async (where: string, centre?: { lat: number; lng: number }) => (await platform.ctx.pool.query<{ id: string; d: number | null }>(
