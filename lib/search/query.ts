@@ -18,8 +18,9 @@
  *   whose precondition is unmet degrades to newest; ties fall back to newest, then item id;
  * - `score` is the cosine similarity to the ranking vector, `distanceMeters` the distance from the
  *   centre (nearest order) or the first s_dwithin point to the item's nearest location;
- * - `meta.total` is exact up to TOTAL_EXACT_BOUND; past it, an estimate from a table sample,
- *   flagged `meta.total_estimated: true`; every page is complete.
+ * - `meta.total` is exact up to TOTAL_EXACT_BOUND (and past it when the page collected every
+ *   match); past it, an estimate (the planner's, or extrapolated from where the counted rows lie:
+ *   countRows), flagged `meta.total_estimated: true`; every page is complete.
  * Nearest neighbours come from the engine's VectorIndex (lib/search/vector-index.ts) when it is
  * ready and the candidates are many, else from the exact path.
  * Relevance compares only vectors of the provider's model version: during a re-index after a model
