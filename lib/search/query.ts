@@ -191,12 +191,11 @@ const rowsOf = (conds: Cond[]): Rows => (p) => `SELECT i.item_id, i.ctid FROM se
  * Rows of `rows`, read up to `bound`: how many, and their ids with `withIds`; when there are
  * more, `over`: how many there are, extrapolated from where the first `bound` + 1 were found.
  * A bitmap or sequential scan reads the table in physical order, so if those rows lie in its first
- * `k` of `pages` pages, about (`bound` + 1) × `pages` / `k` pass. On the full PMGSY file the
- * benchmark's texts over the bound came out at 0.8-2.6 times their true count; the planner's
- * estimates of the same multi-word texts were up to 280 times too low. Words clustered in the file
- * (a state's name) come out too low, but the planner estimates single words well, and countRows
- * answers the larger of the two. Never less than `bound` + 1; a read in another order (place-first)
- * only underestimates.
+ * `k` of `pages` pages, about (`bound` + 1) × `pages` / `k` pass (the planner's estimates of
+ * multi-word texts were up to 280 times too low on the full PMGSY file). Matches clustered in the
+ * table skew it: early ones (an upload of one region) make it too high, which countRows caps, late
+ * ones too low. Never less than `bound` + 1; a read in another order (place-first) only
+ * underestimates.
  */
 async function boundedCount(db: SqlRunner, rows: Rows, bound: number, withIds: boolean): Promise<{ n: number; ids?: string[] } | { over: number }> {
   const params: unknown[] = [];
@@ -231,7 +230,9 @@ async function estimateCount(db: SqlRunner, conds: Cond[], floor: number): Promi
 /**
  * Rows passing `conds`: counted exactly when at most `bound` (`ids` with `withIds`: the rows read,
  * so that the page need not evaluate the conditions again), else an estimate (`estimated`): the
- * planner's, or when the count went past the bound the larger of it and boundedCount's. The
+ * planner's, or when the count went past the bound the larger of it and boundedCount's, at most
+ * `upper()` (an upper bound asked then: a text's rarest word, whose estimate the planner gets
+ * right, caps an extrapolation from matches clustered early in the table). The
  * estimate comes first (planning only, no row read): when it exceeds ESTIMATE_OVER × `bound` it is
  * the answer, since counting up to the bound would read `bound` rows for nothing (~1,000 heap
  * rows: 2-12 ms of PostgreSQL on the full PMGSY file); a planner that overestimates that much turns an exact
@@ -240,7 +241,7 @@ async function estimateCount(db: SqlRunner, conds: Cond[], floor: number): Promi
  * over the bound are remembered, and asked first (OverBound).
  */
 async function countRows(db: SqlRunner, conds: Cond[], bound: number,
-  options: { withIds?: boolean; read?: () => Promise<Rows>; overBound?: OverBound } = {}): Promise<{ n: number; estimated: boolean; ids?: string[] }> {
+  options: { withIds?: boolean; read?: () => Promise<Rows>; overBound?: OverBound; upper?: () => Promise<number> } = {}): Promise<{ n: number; estimated: boolean; ids?: string[] }> {
   const key = options.overBound && JSON.stringify(filterOf(conds));
   const known = key && options.overBound!.get(key);
   if (known) return { n: known, estimated: true };
@@ -249,7 +250,9 @@ async function countRows(db: SqlRunner, conds: Cond[], bound: number,
   const rows = options.read ? await options.read() : rowsOf(conds);
   const counted = await boundedCount(db, rows, bound, options.withIds ?? false);
   if (!('over' in counted)) return { ...counted, estimated: false };
-  const n = Math.max(guess, counted.over);
+  // An upper bound below what was just counted is wrong (a word missing from stale statistics).
+  const upper = options.upper ? await options.upper() : Infinity;
+  const n = Math.max(bound + 1, Math.min(Math.max(guess, counted.over), upper > bound ? upper : Infinity));
   if (key) options.overBound!.set(key, n);
   return { n, estimated: true };
 }
@@ -566,8 +569,21 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
         collected = ids;
       }
     } else {
-      tally = await countRows(db, counted, totalBound,
-        { withIds: !fromSimilar, overBound: overBoundOf(engine), ...(textMatch && spatial.length ? { read: placeRows } : {}) });
+      // A text of several words matches at most as many rows as its rarest word (with the same
+      // scope and filters): the planner's estimate of each word, from the stored words' statistics
+      // (one EXPLAIN, each word a branch of a UNION ALL, as placeRows asks).
+      const rarestWord = async () => {
+        const params: unknown[] = [];
+        const p = (value: unknown) => `$${params.push(value)}`;
+        const others = base.map((c) => `(${c(p)})`);
+        const sources = terms.map((t) => `SELECT current_schema() FROM search.items i WHERE ${[...others, `i.search_words @@ to_tsquery('simple', ${p(t)})`].join(' AND ')}`);
+        const { children } = await planRows(db, sources.join(' UNION ALL '), params);
+        return children.length === terms.length ? Math.min(...children) : Infinity;
+      };
+      tally = await countRows(db, counted, totalBound, {
+        withIds: !fromSimilar, overBound: overBoundOf(engine), ...(textMatch && spatial.length ? { read: placeRows } : {}),
+        ...(textMatch && terms.length > 1 ? { upper: rarestWord } : {}),
+      });
     }
     const { n: found, estimated, ids: countedIds } = tally;
     const total = found + similarNotLexical;
