@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HASHING_DIMENSIONS } from '../../lib/search/embeddings/index.ts';
+import { ANALYZE_AFTER_ROWS, refreshStatistics } from '../../lib/search/indexer.ts';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.ts';
 import { until } from '../helpers/until.ts';
 
@@ -179,6 +180,26 @@ describe('search-index-items', () => {
       items: [{ ...item, item_instance_url: null, item_schema_url: null, created_by: null, lifecycle_status: 'live', created_at: created.updated_at, updated_at: created.updated_at }],
     });
     expect(await indexRow(item.item_id)).toEqual(row);
+  });
+
+  it('refreshes the planner\'s statistics of search.items once it has grown past a share of them', async () => {
+    const { pool } = platform.ctx;
+    const analyzedRows = async () => (await pool.query<{ n: number }>(`SELECT reltuples::int AS n FROM pg_class WHERE oid = 'search.items'::regclass`)).rows[0].n;
+    await pool.query('ANALYZE search.items');
+    const before = await analyzedRows();
+    expect(await refreshStatistics(pool, 5)).toBe(false); // nothing changed since
+    const items = Array.from({ length: Math.max(10, before) }, (_, i) => facility({ name: `Sub Health Centre ${i}` }));
+    const res = await request(platform.url('signals')).post('/api/v1/items/batch').set('x-api-key', signalsKey).send({ items });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    await until('the batch to be indexed', async () => (await pool.query(
+      `SELECT count(*)::int AS n FROM search.items WHERE item_id = ANY($1::uuid[])`, [items.map((i) => i.item_id)])).rows[0].n === items.length, 20_000);
+    // Below the default floor the indexing itself left the statistics alone.
+    expect(items.length).toBeLessThan(ANALYZE_AFTER_ROWS);
+    expect(await analyzedRows()).toBe(before);
+    // Changes reach pg_stat_user_tables within a second or so; then the table is analyzed once.
+    await until('an analyze of the grown table', () => refreshStatistics(pool, 5), 10_000);
+    expect(await analyzedRows()).toBe(before + items.length);
+    expect(await refreshStatistics(pool, 5)).toBe(false);
   });
 
   it('fails a job whose payload is not a list of snapshots, naming the problem', async () => {
