@@ -187,7 +187,7 @@ export async function indexSnapshots(
 /** Rows changed since the last ANALYZE past which refreshStatistics analyzes: at least this many... */
 export const ANALYZE_AFTER_ROWS = 10_000;
 /** ...and at least this share of the rows the statistics counted. */
-export const ANALYZE_AFTER_SHARE = 0.2;
+export const ANALYZE_AFTER_SHARE = 0.5;
 
 /**
  * Analyzes search.items when it changed by more than `minRows` rows (default ANALYZE_AFTER_ROWS)
@@ -198,8 +198,8 @@ export const ANALYZE_AFTER_SHARE = 0.2;
  * to estimate, which read). After a bulk upload they described the table as it was before, for
  * the minute or two until autovacuum's ANALYZE: under `npm start` after the 266,978-row file,
  * a text's total read "1,001, estimated" and every newest page collected all 286,000 rows
- * (0.3-0.5 s a request). One ANALYZE of that table takes ~0.3-0.7 s; at 20 % growth a
- * 267,000-row upload onto 19,000 rows runs ~15 of them.
+ * (0.3-0.5 s a request). One ANALYZE of the full table takes 0.8-1.6 s (every column; those
+ * search plans with alone, ~0.6 s); at 50 % growth a 267,000-row upload onto 19,000 rows runs ~7.
  * @returns whether it analyzed. @throws Error from the database.
  */
 export async function refreshStatistics(pool: Pool, minRows = ANALYZE_AFTER_ROWS): Promise<boolean> {

@@ -182,7 +182,7 @@ describe('search-index-items', () => {
     expect(await indexRow(item.item_id)).toEqual(row);
   });
 
-  it('refreshes the planner\'s statistics of search.items once it has grown past a share of them', async () => {
+  it('refreshes the planner\'s statistics of search.items once half its rows have changed since they were taken', async () => {
     const { pool } = platform.ctx;
     const analyzedRows = async () => (await pool.query<{ n: number }>(`SELECT reltuples::int AS n FROM pg_class WHERE oid = 'search.items'::regclass`)).rows[0].n;
     await pool.query('ANALYZE search.items');
