@@ -200,7 +200,8 @@ const rowsOf = (conds: Cond[]): Rows => (p) => `SELECT i.item_id, i.ctid FROM se
 async function boundedCount(db: SqlRunner, rows: Rows, bound: number, withIds: boolean): Promise<{ n: number; ids?: string[] } | { over: number }> {
   const params: unknown[] = [];
   const select = `${rows((value) => `$${params.push(value)}`)} LIMIT ${bound + 1}`;
-  // The block number of a tid: its text form "(block,offset)" read as a point.
+  // `last`: the block of the last row read (a tid's text "(block,offset)" read as a point);
+  // `pages`: the table's blocks now (its statistics may be older).
   const pages = `(pg_relation_size('search.items') / current_setting('block_size')::int)::int8`;
   const { rows: [row] } = await db.query<{ n: number; ids: string[] | null; last: number | null; pages: number }>(
     `SELECT count(*)::int AS n, ${withIds ? 'array_agg(item_id::text)' : 'NULL::text[]'} AS ids,
