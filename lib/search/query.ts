@@ -210,6 +210,16 @@ async function boundedCount(db: SqlRunner, rows: Rows, bound: number, withIds: b
   return { over: Math.max(bound + 1, Math.round(((bound + 1) * row.pages) / ((row.last ?? 0) + 1))) };
 }
 
+/**
+ * A branch of a UNION ALL whose EXPLAIN estimate is the rows of `search.items i` holding `word`
+ * and passing `conds`, written with `p`. current_schema() is parallel-unsafe: the plan stays
+ * serial, so each branch is one node of the Append with its whole estimate (a parallel plan
+ * divides them among workers).
+ */
+function wordBranch(word: string, p: (value: unknown) => string, conds: Cond[] = []): string {
+  return `SELECT current_schema() FROM search.items i WHERE ${[...conds.map((c) => `(${c(p)})`), `i.search_words @@ to_tsquery('simple', ${p(word)})`].join(' AND ')}`;
+}
+
 /** The top node's estimated rows of an EXPLAIN (FORMAT JSON) answer, and its children's. */
 async function planRows(db: SqlRunner, sql: string, params: unknown[]): Promise<{ rows: number; children: number[] }> {
   const { rows: [row] } = await db.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) ${sql}`, params);
@@ -509,9 +519,7 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
       }
       const params: unknown[] = [];
       const p = (value: unknown) => `$${params.push(value)}`;
-      // current_schema() is parallel-unsafe: the plan stays serial, so each source is one node of
-      // the Append with its whole estimate (a parallel plan divides them among workers).
-      const sources = [...terms.map((t) => `SELECT current_schema() FROM search.items i WHERE i.search_words @@ to_tsquery('simple', ${p(t)})`),
+      const sources = [...terms.map((t) => wordBranch(t, p)),
         `SELECT current_schema() FROM search.item_locations l
           WHERE l.lat BETWEEN ${p(box.minLat)} AND ${p(box.maxLat)} AND l.lng BETWEEN ${p(box.minLng)} AND ${p(box.maxLng)}`];
       const { children } = await planRows(db, sources.join(' UNION ALL '), params);
@@ -576,9 +584,7 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
       const rarestWord = async () => {
         const params: unknown[] = [];
         const p = (value: unknown) => `$${params.push(value)}`;
-        const others = base.map((c) => `(${c(p)})`);
-        const sources = terms.map((t) => `SELECT current_schema() FROM search.items i WHERE ${[...others, `i.search_words @@ to_tsquery('simple', ${p(t)})`].join(' AND ')}`);
-        const { children } = await planRows(db, sources.join(' UNION ALL '), params);
+        const { children } = await planRows(db, terms.map((t) => wordBranch(t, p, base)).join(' UNION ALL '), params);
         return children.length === terms.length ? Math.min(...children) : Infinity;
       };
       tally = await countRows(db, counted, totalBound, {
