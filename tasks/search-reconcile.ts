@@ -7,7 +7,10 @@
  *    still read on the next run.
  * 2. Re-embeds every entry embedded with another model version than the current provider's,
  *    from the item state the index holds.
- * Each run works for at most RUN_BUDGET_MS and leaves the rest to a follow-up job. The search
+ * Each run works for about SEARCH_RECONCILE_RUN_MS (at least one step of each part) and leaves the
+ * rest to a follow-up job, which continues where the run stopped: starting again from the saved
+ * cursor would read the same first pages over and over while a bulk upload's changes are younger
+ * than SETTLE_MS (a 267k-row upload kept a core busy for ten minutes that way). The search
  * service never reads the signals schema: the feed is signals' HTTP API.
  */
 import type { Task } from 'graphile-worker';
@@ -22,19 +25,34 @@ export const RECONCILE_TASK = 'search-reconcile';
 const CURSOR_KEY = 'reconcile_cursor';
 /** Changes younger than this may still be committing with an earlier timestamp: the cursor waits. */
 export const SETTLE_MS = 10 * 60_000;
-/** Work per run; what is left continues in a follow-up job. */
-const RUN_BUDGET_MS = 60_000;
 const FEED_TIMEOUT_MS = 30_000;
 
 const feedSchema = z.object({ items: z.array(itemRecordSchema), next_cursor: z.string().nullable() });
 
-/** Reads the change feed from the saved cursor; applies what the index lacks. @returns whether the feed was read to its end. */
-async function reconcileFeed(ctx: PlatformContext, provider: EmbeddingProvider, deadline: number, batch: number): Promise<boolean> {
-  const { rows } = await ctx.pool.query<{ value: string }>(`SELECT value FROM search.settings WHERE key = $1`, [CURSOR_KEY]);
-  let readFrom = rows[0]?.value ?? null;
-  let settled = true;
+/**
+ * Where the feed step stands, carried by a follow-up job. `after`: the feed cursor to read from
+ * next; null once the feed was read to its end (the follow-up only finishes the model step).
+ * `settled`: every change read before `after` was older than SETTLE_MS, so the saved cursor may
+ * still move. A job without it (the crontab's) reads from the saved cursor.
+ */
+const continuationSchema = z.object({ after: z.string().nullable(), settled: z.boolean() });
+type FeedPosition = z.infer<typeof continuationSchema>;
+
+/**
+ * Reads the change feed from `from` (or the saved cursor) and applies what the index lacks, at
+ * least one page, then until `deadline`.
+ * @returns where it stopped; `after` null when it read the feed to its end.
+ */
+async function reconcileFeed(ctx: PlatformContext, provider: EmbeddingProvider, deadline: number, batch: number, from?: FeedPosition): Promise<FeedPosition> {
+  let readFrom: string | null;
+  let settled = from?.settled ?? true;
+  if (from) readFrom = from.after;
+  else {
+    const { rows } = await ctx.pool.query<{ value: string }>(`SELECT value FROM search.settings WHERE key = $1`, [CURSOR_KEY]);
+    readFrom = rows[0]?.value ?? null;
+  }
   const settleBefore = Date.now() - SETTLE_MS;
-  while (Date.now() < deadline) {
+  do {
     const url = new URL('/api/v1/items', ctx.urls.signals);
     url.searchParams.set('limit', String(batch));
     if (readFrom) url.searchParams.set('after', readFrom);
@@ -66,17 +84,17 @@ async function reconcileFeed(ctx: PlatformContext, provider: EmbeddingProvider, 
       }
       if (lastSettled !== page.items.at(-1)) settled = false;
     }
-    if (!page.next_cursor) return true;
+    if (!page.next_cursor) return { after: null, settled };
     readFrom = page.next_cursor;
-  }
-  return false;
+  } while (Date.now() < deadline);
+  return { after: readFrom, settled };
 }
 
-/** Re-embeds entries of other model versions. @returns whether none is left. */
+/** Re-embeds entries of other model versions, at least one step, then until `deadline`. @returns whether none is left. */
 async function reconcileModelVersions(ctx: PlatformContext, provider: EmbeddingProvider, deadline: number, batch: number): Promise<boolean> {
   const { model_id, quantization, dimensions } = provider.version;
   let after = '00000000-0000-0000-0000-000000000000';
-  while (Date.now() < deadline) {
+  do {
     const { rows } = await ctx.pool.query<ItemRecord>(
       `SELECT item_network, item_domain, item_type, item_id::text AS item_id, item_state, item_locations, item_instance_url,
               item_schema_url, created_by, lifecycle_status,
@@ -91,23 +109,26 @@ async function reconcileModelVersions(ctx: PlatformContext, provider: EmbeddingP
     }
     if (rows.length < batch) return true;
     after = rows.at(-1)!.item_id;
-  }
+  } while (Date.now() < deadline);
   return false;
 }
 
 export function searchReconcile(ctx: PlatformContext): Task {
-  return async (_payload, helpers) => {
+  return async (payload, helpers) => {
     const { provider } = await searchEngine(ctx);
-    const deadline = Date.now() + RUN_BUDGET_MS;
+    const deadline = Date.now() + ctx.config.SEARCH_RECONCILE_RUN_MS;
     const batch = ctx.config.SEARCH_RECONCILE_BATCH_SIZE;
+    const continued = continuationSchema.safeParse((payload as { feed?: unknown } | null)?.feed);
     let feedError: unknown;
-    const feedDone = await reconcileFeed(ctx, provider, deadline, batch).catch((err) => {
-      feedError = err;
-      return true;
-    });
+    const feed = continued.success && continued.data.after === null
+      ? continued.data
+      : await reconcileFeed(ctx, provider, deadline, batch, continued.success ? continued.data : undefined).catch((err): FeedPosition => {
+        feedError = err;
+        return { after: null, settled: false };
+      });
     const modelsDone = await reconcileModelVersions(ctx, provider, deadline, batch);
-    if (!feedDone || !modelsDone) {
-      await helpers.addJob(RECONCILE_TASK, {}, { jobKey: RECONCILE_TASK, queueName: RECONCILE_TASK, priority: 20 });
+    if (feed.after !== null || !modelsDone) {
+      await helpers.addJob(RECONCILE_TASK, { feed }, { jobKey: RECONCILE_TASK, queueName: RECONCILE_TASK, priority: 20 });
     }
     // Failing the job makes the missed feed visible (and retried); the model step has still run.
     if (feedError) throw feedError;

@@ -275,9 +275,12 @@ export async function setLifecycleStatus(client: PoolClient, network: Network, i
  */
 export async function listItemsChangedSince(db: Queryable, after: { updatedAt: string; itemId: string } | null, limit: number): Promise<ItemRecord[]> {
   const { rows } = await db.query<ItemRecord>(
-    `SELECT ${RECORD_COLUMNS} FROM signals.items
-      WHERE $1::timestamptz IS NULL OR (updated_at, item_id) > ($1::timestamptz, $2::uuid)
-      ORDER BY updated_at, item_id LIMIT $3`,
+    // Qualified: RECORD_COLUMNS outputs updated_at as text, and ordering by that output would sort
+    // every item for each page (268 ms a page at 267k items) instead of reading items_updated_idx
+    // (2.6 ms). One sargable condition, also in a generic plan: no cursor reads from -infinity.
+    `SELECT ${RECORD_COLUMNS} FROM signals.items AS i
+      WHERE (i.updated_at, i.item_id) > (coalesce($1::timestamptz, '-infinity'), $2::uuid)
+      ORDER BY i.updated_at, i.item_id LIMIT $3`,
     [after?.updatedAt ?? null, after?.itemId ?? '00000000-0000-0000-0000-000000000000', limit]);
   return rows;
 }

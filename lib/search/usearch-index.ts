@@ -37,7 +37,7 @@ import { Worker } from 'node:worker_threads';
 import type { Pool } from '../platform/db.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ModelVersion } from './embeddings/index.ts';
-import { cosineToHalf, decodeHalf, encodeHalf } from './half.ts';
+import { cosineToHalf, decodeHalf } from './half.ts';
 import { byRank, flagColumns, flagsOf, NEIGHBOUR_ID_COLUMNS, SIMILARITY_MARGIN, type IndexAnswer, type Neighbour, type VectorIndex } from './vector-index.ts';
 import { dims, type SqlRunner } from './vector-backend.ts';
 
@@ -395,7 +395,7 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
       stored.set(Number(k), e);
     });
     dirty = true;
-    await call({ op: 'put', keys, vectors }, [keys.buffer, vectors.buffer]);
+    await call({ op: 'put', keys, vectors, threads }, [keys.buffer, vectors.buffer]);
   }
 
   /** Removes rows by ann_key. @returns when the thread has; rejects when it has exited. */
@@ -568,9 +568,6 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
       }
       return { found: passed.sort(byRank).slice(0, k), complete };
     },
-    // Applied by the thread after what was sent before; a failure is the thread's exit (logged there).
-    upsert: (entries) => void put(entries.map(({ key, vector }) => ({ k: String(key), e: encodeHalf([vector]) }))).catch(() => {}),
-    remove: (keys) => void remove(keys).catch(() => {}),
     rebuild: () => serial(async () => {
       const started = startThread();
       await rm(file, { force: true });

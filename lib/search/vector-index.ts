@@ -65,10 +65,6 @@ export interface VectorIndex {
    * then takes the exact path.
    */
   search(db: SqlRunner, vector: Float32Array, k: number, filter: CandidateFilter, minSimilarity?: number): Promise<IndexAnswer>;
-  /** Adds or replaces vectors by their `ann_key` (no-op for pgvector: PostgreSQL maintains its index). */
-  upsert(entries: { key: bigint; vector: Float32Array }[]): void;
-  /** Removes vectors by `ann_key` (no-op for pgvector). */
-  remove(keys: bigint[]): void;
   /** Builds the index again from search.items (pgvector: REINDEX). */
   rebuild(): Promise<void>;
   /** Facts for /ready (backend, state, size, file). */
@@ -156,8 +152,6 @@ export function pgvectorIndex(dimensions: number, settings: (depth: number) => s
       const found = rankRows(vector, rows, filter);
       return { found: minSimilarity === undefined ? found : found.filter((n) => n.similarity >= minSimilarity), complete };
     },
-    upsert: () => {},
-    remove: () => {},
     async rebuild() {
       // PostgreSQL keeps the HNSW index in step with the table; nothing to rebuild from here.
     },

@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { listItemsChangedSince } from '../../lib/network/items.ts';
+import type { Queryable } from '../../lib/platform/db.ts';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.ts';
 
 let platform: TestPlatform;
@@ -115,5 +117,28 @@ describe('signals items', () => {
     const missing = await request(platform.url('signals')).get(`/api/v1/items/${randomUUID()}`).set('x-api-key', key);
     expect(missing.status).toBe(404);
     expect(missing.body).toEqual({ error: 'not_found', message: expect.stringMatching(/^No item/) });
+  });
+
+  it('reads a page of the change feed in the order of items_updated_idx, without sorting every item', async () => {
+    // The feed's own statement, caught on its way to the database, then explained with its values.
+    const seen: { text: string; values: unknown[] }[] = [];
+    const spy = { query: (text: string, values: unknown[]) => (seen.push({ text, values }), platform.ctx.pool.query(text, values)) };
+    for (const after of [null, { updatedAt: '2026-01-01T00:00:00.000000Z', itemId: randomUUID() }]) {
+      seen.length = 0;
+      await listItemsChangedSince(spy as unknown as Queryable, after, 10);
+      const client = await platform.ctx.pool.connect();
+      try {
+        await client.query('BEGIN');
+        await client.query('SET LOCAL enable_seqscan = off'); // a small table would be read whole anyway
+        await client.query('SET LOCAL plan_cache_mode = force_generic_plan');
+        const { rows } = await client.query(`EXPLAIN ${seen[0].text}`, seen[0].values);
+        const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
+        expect(plan).toContain('items_updated_idx');
+        expect(plan).not.toMatch(/Sort|Filter/);
+      } finally {
+        await client.query('ROLLBACK');
+        client.release();
+      }
+    }
   });
 });

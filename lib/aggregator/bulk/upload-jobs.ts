@@ -146,8 +146,9 @@ export async function loadBulkUpload(db: Queryable, uploadId: string, forUpdate 
 export async function listBulkUploads(db: Queryable, aggregatorId: string, page: { page: number; limit: number }): Promise<{ jobs: BulkUploadJson[]; total: number }> {
   const [{ rows }, { rows: [count] }] = await Promise.all([
     db.query<BulkUploadRecord>(
-      `SELECT ${RECORD_COLUMNS} FROM aggregator.bulk_uploads WHERE aggregator_id = $1
-        ORDER BY created_at DESC, upload_id DESC LIMIT $2 OFFSET $3`,
+      // Qualified: the output created_at is text; the column's order is bulk_uploads_aggregator_idx's.
+      `SELECT ${RECORD_COLUMNS} FROM aggregator.bulk_uploads AS b WHERE aggregator_id = $1
+        ORDER BY b.created_at DESC, b.upload_id DESC LIMIT $2 OFFSET $3`,
       [aggregatorId, page.limit, (page.page - 1) * page.limit]),
     db.query<{ total: number }>('SELECT count(*) AS total FROM aggregator.bulk_uploads WHERE aggregator_id = $1', [aggregatorId]),
   ]);

@@ -256,7 +256,8 @@ export async function pollVoiceJob(db: Queryable, jobId: string, options: { orgI
 export async function listVoiceJobs(db: Queryable, orgId: string, page: { page: number; limit: number }): Promise<{ jobs: VoiceJobJson[]; total: number }> {
   const [{ rows }, { rows: [count] }] = await Promise.all([
     db.query<VoiceJobRecord>(
-      `SELECT ${COLUMNS} FROM aggregator.voice_jobs WHERE org_id = $1 ORDER BY created_at DESC, job_id DESC LIMIT $2 OFFSET $3`,
+      // Qualified: the output created_at is text; the column's order is voice_jobs_org_idx's.
+      `SELECT ${COLUMNS} FROM aggregator.voice_jobs AS j WHERE org_id = $1 ORDER BY j.created_at DESC, j.job_id DESC LIMIT $2 OFFSET $3`,
       [orgId, page.limit, (page.page - 1) * page.limit]),
     db.query<{ total: number }>('SELECT count(*)::int AS total FROM aggregator.voice_jobs WHERE org_id = $1', [orgId]),
   ]);
