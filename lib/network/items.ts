@@ -277,7 +277,7 @@ export async function listItemsChangedSince(db: Queryable, after: { updatedAt: s
   const { rows } = await db.query<ItemRecord>(
     // Qualified: RECORD_COLUMNS outputs updated_at as text, and ordering by that output would sort
     // every item for each page (268 ms a page at 267k items) instead of reading items_updated_idx
-    // (2.6 ms). One sargable condition, also in a generic plan: no cursor reads from -infinity.
+    // (2.6 ms). One condition the index serves in a generic plan too; without a cursor, from -infinity.
     `SELECT ${RECORD_COLUMNS} FROM signals.items AS i
       WHERE (i.updated_at, i.item_id) > (coalesce($1::timestamptz, '-infinity'), $2::uuid)
       ORDER BY i.updated_at, i.item_id LIMIT $3`,

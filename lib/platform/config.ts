@@ -117,6 +117,7 @@ export const configSchema = z.object({
   SEARCH_TEXT_SIMILARITY_THRESHOLD: z.coerce.number().min(-1).max(1).optional(),
   /** Items per step of the search reconciliation (change-feed page, re-embedding batch). */
   SEARCH_RECONCILE_BATCH_SIZE: positiveInt.max(1000).default(500),
+  /** Work per run of the search reconciliation (ms; at least one step); the rest continues in a follow-up job. */
   SEARCH_RECONCILE_RUN_MS: z.coerce.number().int().min(0).default(60_000),
   /**
    * Searches one search process answers at once; the others wait their turn, first come first
