@@ -20,7 +20,11 @@ export interface PlatformHandle {
   worker?: WorkerHandle;
   /** The worker when it runs in a thread of this process (`worker: 'thread'`). */
   workerThread?: { stop(): Promise<void> };
-  /** Stops taking requests, lets running jobs finish within SHUTDOWN_TIMEOUT_MS, closes the pool. */
+  /**
+   * Lets running jobs finish within SHUTDOWN_TIMEOUT_MS (taking no new ones), then stops taking
+   * requests, then closes the pool. The worker stops first because its jobs call the services (a
+   * bulk chunk pushes to signals, reconciliation reads signals' feed): closed services would fail them.
+   */
   stop(): Promise<void>;
 }
 
@@ -45,9 +49,9 @@ export async function startPlatform(config: Config, logger: Logger, databaseUrl:
   let worker: WorkerHandle | undefined;
   let workerThread: { stop(): Promise<void> } | undefined;
   const stop = async () => {
-    await Promise.all(services.map((s) => s.close()));
     await worker?.stop();
     await workerThread?.stop();
+    await Promise.all(services.map((s) => s.close()));
     await ctx.close();
   };
   try {

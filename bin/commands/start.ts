@@ -2,7 +2,7 @@
  * `ldp start` (everything in one process, on the embedded database when DATABASE_URL is unset),
  * `ldp serve --service NAMES` (some or all services, no worker) and `ldp worker` (the worker
  * alone), and their graceful stop on
- * SIGINT/SIGTERM: stop taking requests, let running jobs finish within SHUTDOWN_TIMEOUT_MS, close
+ * SIGINT/SIGTERM: let running jobs finish within SHUTDOWN_TIMEOUT_MS, stop taking requests, close
  * the pool, stop the embedded PostgreSQL cleanly. A second signal exits at once.
  */
 import { ConfigError, loadConfig } from '../../lib/platform/config.ts';
@@ -57,7 +57,7 @@ export async function runPlatform(parts: PlatformParts, owner: boolean): Promise
       process.exit(130);
     }
     stopping = true;
-    logger.info({ signal }, 'stopping: no new requests, waiting for running jobs');
+    logger.info({ signal }, 'stopping: waiting for running jobs, then no new requests');
     try {
       await platform.stop();
       if (owner) await removeInstance(config.dataDirPath);
