@@ -35,7 +35,12 @@ const PARITY: Record<string, Record<string, unknown>> = {
 const answers = new Map<string, { total: number; ids: string[]; sort: string; distances: (number | undefined)[] }>();
 
 beforeAll(async () => {
-  platform = await startTestPlatform({ services: ['signals', 'search'], worker: true, env: { EMBEDDING_PROVIDER: 'hashing' } });
+  // A generous SEARCH_TIMEOUT_MS: these tests are about the search path's answers, and on a
+  // loaded CI machine a first request once took over the 2 s default and was answered natively.
+  // The timeout itself is tested in discover-search-failures.test.ts.
+  platform = await startTestPlatform({
+    services: ['signals', 'search'], worker: true, env: { EMBEDDING_PROVIDER: 'hashing', SEARCH_TIMEOUT_MS: '30000' },
+  });
   key = await platform.apiKey('signals');
   items = discoverItems();
   await storeItems(platform.url('signals'), key, items);
