@@ -13,4 +13,6 @@ export const crontab = [
   '17 3 * * * signals-prune ?max=3&jobKey=signals-prune&priority=30',
   // Bulk uploads: delete files, error reports and error rows past BULK_RETENTION_DAYS (tasks/bulk-upload-retention.ts).
   '41 * * * * bulk-upload-retention ?max=3&jobKey=bulk-upload-retention&priority=30',
+  // Voice exports: delete export CSVs (decrypted contacts) past VOICE_EXPORT_RETENTION_DAYS (tasks/voice-export-retention.ts).
+  '43 * * * * voice-export-retention ?max=3&jobKey=voice-export-retention&priority=30',
 ].join('\n');

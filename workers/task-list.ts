@@ -30,6 +30,7 @@ import { voiceDispatchChunk } from '../tasks/voice-dispatch-chunk.ts';
 import { voiceExport } from '../tasks/voice-export.ts';
 import { SEND_MESSAGE_TASK } from '../lib/signals/messages.ts';
 import { signalsSendMessage } from '../tasks/signals-send-message.ts';
+import { VOICE_EXPORT_RETENTION_TASK, voiceExportRetention } from '../tasks/voice-export-retention.ts';
 import { PRUNE_TASK, signalsPrune } from '../tasks/signals-prune.ts';
 import { bulkUploadRetention, RETENTION_TASK } from '../tasks/bulk-upload-retention.ts';
 
@@ -54,5 +55,6 @@ export function createTaskList(ctx: PlatformContext): TaskList {
     [SEND_MESSAGE_TASK]: signalsSendMessage(ctx),
     [PRUNE_TASK]: signalsPrune(ctx),
     [RETENTION_TASK]: bulkUploadRetention(ctx),
+    [VOICE_EXPORT_RETENTION_TASK]: voiceExportRetention(ctx),
   };
 }

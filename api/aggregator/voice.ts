@@ -8,7 +8,8 @@
  * - `GET  /v1/campaign/voice?page=&limit=` the organisation's jobs (both channels), newest first
  * - `GET  /v1/campaign/voice/{job_id}?items_limit=&cursor=` one voice job with a page of items;
  *   ETag / If-None-Match → 304; another organisation's job or an export job → 403; unknown → 404
- * - `GET  /v1/campaign/exports/{job_id}`  the CSV of an export job (404 until written)
+ * - `GET  /v1/campaign/exports/{job_id}`  the CSV of an export job, to the aggregator that made it
+ *   (another aggregator, even of the same organisation → 403; 404 until written, 410 once deleted)
  * - `POST /v1/campaign/voice/callbacks`   the provider's signed status updates (no bearer token;
  *   401 unless the `x-voice-signature` verifies)
  */
@@ -239,8 +240,12 @@ export function voiceRoutes(ctx: PlatformContext): Router {
     if (!id) return;
     const job = await loadVoiceJob(ctx.pool, id);
     if (!job) throw new HttpError(404, `No export job ${id}`);
-    if (job.org_id !== callerOf(res).orgId) throw new HttpError(403, `Job ${id} belongs to another organisation`, { code: 'forbidden' });
+    // The CSV holds the job's aggregator's contacts: that aggregator's, not its organisation's (Trust II).
+    if (job.aggregator_id !== callerOf(res).aggregatorId) throw new HttpError(403, `Job ${id} belongs to another aggregator`, { code: 'forbidden' });
     if (job.channel !== 'export') throw new HttpError(403, `Job ${id} is a ${job.channel} job, not an export`, { code: 'wrong_channel' });
+    if (job.export_purged_at) {
+      throw new HttpError(410, `The CSV of export job ${id} was deleted on ${job.export_purged_at}, ${ctx.config.VOICE_EXPORT_RETENTION_DAYS} days after it was written (VOICE_EXPORT_RETENTION_DAYS); create a new export job`, { code: 'export_expired' });
+    }
     if (!job.export_object_key) throw new HttpError(404, `The CSV of export job ${id} is not written yet (status ${toJobJson(job).status})`, { code: 'export_not_ready' });
     let body;
     try {
@@ -306,6 +311,6 @@ export const voiceRouteDocs: RouteDoc[] = [
   {
     method: 'GET', path: '/v1/campaign/exports/:job_id', summary: 'The CSV of an export job', tags: ['voice'], security: 'bearer', params: voiceJobIdParams,
     responses: { 200: { description: 'The CSV (attachment)', content: [{ type: 'text/csv', schema: z.string() }] } },
-    errors: { 403: 'Another organisation\'s job, or not an export job', 404: 'No such job, or its CSV is not written yet' },
+    errors: { 403: 'Another aggregator\'s job, or not an export job', 404: 'No such job, or its CSV is not written yet', 410: 'The CSV was deleted (VOICE_EXPORT_RETENTION_DAYS)' },
   },
 ];

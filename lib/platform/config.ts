@@ -192,6 +192,8 @@ export const configSchema = z.object({
   /** Login through the external OIDC issuer (OIDC_ISSUER) when OIDC_CLIENT_ID is set: authorization code + PKCE. */
   OIDC_CLIENT_ID: optionalString,
   OIDC_CLIENT_SECRET: optionalString,
+  /** Days after an export job's CSV (decrypted contacts) was written before it is deleted from object storage (Trust II). */
+  VOICE_EXPORT_RETENTION_DAYS: positiveInt.max(3650).default(7),
   /** Where the issuer sends the browser back; default SIGNALS_URL + /api/v1/auth/session/callback. */
   OIDC_REDIRECT_URL: z.url().optional(),
 }).superRefine((c, ctx) => {

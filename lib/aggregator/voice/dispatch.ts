@@ -9,14 +9,20 @@ import type { Logger } from '../../platform/logger.ts';
 import type { Pool, PoolClient, Queryable } from '../../platform/db.ts';
 import { withTransaction } from '../../platform/db.ts';
 import { enqueue } from '../../platform/jobs.ts';
-import { EXPORT_TASK, type ExportPayload, type ItemStatus, type VoiceJobRecord } from './jobs.ts';
+import { EXPORT_TASK, type ExportPayload, type ItemStatus, type VoiceChannel, type VoiceJobRecord } from './jobs.ts';
 import { parseCallKey, type CallbackUpdate, type ProviderCallAnswer } from './protocol.ts';
 
-/** Why an item was skipped (its skip_reason). */
-export const SKIP_REASONS: Partial<Record<ItemStatus, string>> = {
-  skipped_not_owned: 'not a participant of your organisation',
-  skipped_no_contact: 'the participant has no phone number',
-  duplicate_active: 'the participant is already in another active voice job of your organisation',
+/** Why an item was skipped (its skip_reason), per channel. */
+export const SKIP_REASONS: Record<VoiceChannel, Partial<Record<ItemStatus, string>>> = {
+  voice: {
+    skipped_not_owned: 'not a participant of your organisation',
+    skipped_no_contact: 'the participant has no phone number',
+    duplicate_active: 'the participant is already in another active voice job of your organisation',
+  },
+  export: {
+    skipped_not_owned: 'not a participant of your aggregator',
+    skipped_no_contact: 'the participant has no phone number',
+  },
 };
 
 type Delta = Partial<Record<ItemStatus, number>>;
@@ -65,7 +71,9 @@ function deltaOf(moves: { old: ItemStatus; new: ItemStatus; n: number }[]): Delt
 
 /**
  * Resolves the pending items of `job` with `firstSeq <= seq <= lastSeq`: `skipped_not_owned` when
- * the item is not a participant of the job's organisation, `skipped_no_contact` when it has no
+ * the item is not a participant of the job's organisation — for an export job, of the job's
+ * aggregator: the CSV discloses contacts, which only their aggregator may read, as the profile
+ * export (docs/decisions.md "Trust II") — `skipped_no_contact` when it has no
  * phone, `duplicate_active` (voice channel) when another voice job of the organisation has it
  * resolved or submitted, else `resolved`. Resolutions of one organisation are serialised (an
  * advisory lock), so two jobs never both take the same participant. When the last pending item of
@@ -77,12 +85,13 @@ export async function resolveItems(pool: Pool, job: VoiceJobRecord, firstSeq: nu
     await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`voice-resolve:${job.org_id}`]);
     const { rows } = await client.query<{ status: ItemStatus; n: number }>(
       `WITH chunk AS (
-         SELECT i.item_id, p.org_id AS owner_org, p.phone_encrypted IS NOT NULL AS has_phone
+         SELECT i.item_id, p.org_id AS owner_org, p.aggregator_id AS owner_aggregator, p.phone_encrypted IS NOT NULL AS has_phone
            FROM aggregator.voice_job_items i LEFT JOIN aggregator.participants p ON p.participant_id = i.item_id
           WHERE i.job_id = $1 AND i.seq BETWEEN $2 AND $3 AND i.status = 'pending'),
        decided AS (
          SELECT c.item_id, CASE
              WHEN c.owner_org IS DISTINCT FROM $4::uuid THEN 'skipped_not_owned'
+             WHEN $5 = 'export' AND c.owner_aggregator IS DISTINCT FROM $7::uuid THEN 'skipped_not_owned'
              WHEN NOT c.has_phone THEN 'skipped_no_contact'
              WHEN $5 = 'voice' AND EXISTS (
                SELECT 1 FROM aggregator.voice_job_items o JOIN aggregator.voice_jobs j ON j.job_id = o.job_id
@@ -96,7 +105,7 @@ export async function resolveItems(pool: Pool, job: VoiceJobRecord, firstSeq: nu
            FROM decided d WHERE i.job_id = $1 AND i.seq BETWEEN $2 AND $3 AND i.item_id = d.item_id AND i.status = 'pending'
          RETURNING d.status)
        SELECT status, count(*)::int AS n FROM moved GROUP BY status`,
-      [job.job_id, firstSeq, lastSeq, job.org_id, job.channel, JSON.stringify(SKIP_REASONS)]);
+      [job.job_id, firstSeq, lastSeq, job.org_id, job.channel, JSON.stringify(SKIP_REASONS[job.channel]), job.aggregator_id]);
     const delta = deltaOf(rows.map((r) => ({ old: 'pending', new: r.status, n: r.n })));
     if (rows.length === 0) return {};
     const { pending } = await moveCounters(client, job.job_id, delta);
@@ -249,20 +258,25 @@ export interface ExportRow {
   email_encrypted: string | null;
 }
 
-/** Resolved items of `jobId` with `firstSeq <= seq <= lastSeq`, in order (a range of the (job_id, seq) index). */
+/**
+ * Resolved items of `jobId` with `firstSeq <= seq <= lastSeq` that are participants of the job's
+ * aggregator (as resolution already ensures for an export job; checked again here, since these rows
+ * are decrypted into a file), in order (a range of the (job_id, seq) index).
+ */
 export async function resolvedContacts(db: Queryable, jobId: string, firstSeq: number, lastSeq: number): Promise<ExportRow[]> {
   const { rows } = await db.query<ExportRow>(
     `SELECT i.seq, i.item_id, p.domain, p.name_encrypted, p.phone_encrypted, p.email_encrypted
-       FROM aggregator.voice_job_items i JOIN aggregator.participants p ON p.participant_id = i.item_id
+       FROM aggregator.voice_job_items i JOIN aggregator.voice_jobs j ON j.job_id = i.job_id
+       JOIN aggregator.participants p ON p.participant_id = i.item_id AND p.aggregator_id = j.aggregator_id
       WHERE i.job_id = $1 AND i.seq BETWEEN $2 AND $3 AND i.status = 'resolved' ORDER BY i.seq`, [jobId, firstSeq, lastSeq]);
   return rows;
 }
 
-/** Records the written export of `jobId` (its object key and row count). */
+/** Records the written export of `jobId` (its object key, row count and time: retention counts from it). */
 export async function recordExport(pool: Pool, jobId: string, objectKey: string, rows: number): Promise<void> {
   await withTransaction(pool, async (client) => {
     await client.query(
       `UPDATE aggregator.voice_jobs SET export_object_key = $2, provider_response = jsonb_build_object('export_object_key', $2::text, 'rows', $3::int),
-         version = version + 1, updated_at = now() WHERE job_id = $1`, [jobId, objectKey, rows]);
+         export_written_at = now(), version = version + 1, updated_at = now() WHERE job_id = $1`, [jobId, objectKey, rows]);
   });
 }

@@ -62,6 +62,8 @@ export interface VoiceJobRecord extends VoiceCounts {
   created_by: string;
   provider_response: unknown;
   export_object_key: string | null;
+  /** When task voice-export-retention deleted the export's CSV (VOICE_EXPORT_RETENTION_DAYS after it was written). */
+  export_purged_at: string | null;
   version: string;
   created_at: string;
   updated_at: string;
@@ -94,7 +96,7 @@ export interface VoiceJobJson {
 
 const iso = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS ${column}`;
 const COLUMNS = `job_id, aggregator_id, org_id, channel, content, metadata, ${iso('schedule_at')}, created_by, ${COUNT_NAMES.join(', ')},
-  provider_response, export_object_key, version::text AS version, ${iso('created_at')}, ${iso('updated_at')}`;
+  provider_response, export_object_key, ${iso('export_purged_at')}, version::text AS version, ${iso('created_at')}, ${iso('updated_at')}`;
 
 /**
  * The job status derived from its counters (docs/decisions.md "Voice campaigns"):
