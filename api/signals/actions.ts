@@ -1,9 +1,10 @@
 /**
- * Action endpoints of the signals service (x-api-key; optional session cookie or bearer token for
- * the acting person; errors in shape A):
+ * Action endpoints of the signals service (x-api-key; a session cookie or bearer token names the
+ * party acting; errors in shape A). The actor policy: docs/decisions.md, "Trust II (issue 29)",
+ * "The actor policy (actions)".
  * - `POST /api/v1/action/perform`         spec body, header x-acting-org-id optional → {results, summary}
  * - `POST /api/v1/action/{id}/status`     {action_status, update_count, note?} → the action
- * - `GET  /api/v1/action/{id}`            the action, its events and (once revealed) contacts
+ * - `GET  /api/v1/action/{id}`            the action, its events and (once revealed, to its parties) contacts
  * A refused action answers the refusal's status with a shape-A body that also carries the
  * results envelope (`results[0].status: failed`, its `error` and `message`).
  */
@@ -84,14 +85,15 @@ export function actionRoutes(ctx: PlatformContext): Router {
     const action = await withTransaction(ctx.pool, (client) => moveActionStatus(client, ctx.network, id, {
       status: body.action_status, updateCount: body.update_count, note: body.note,
     }, actor)).catch((err) => { throw asHttp(err); });
-    res.json(await actionView(ctx.pool, ctx.pii, ctx.network, action));
+    res.json(await actionView(ctx.pool, ctx.pii, ctx.network, action, actor));
   });
 
   router.get('/action/:id', async (req, res) => {
     const { id } = parse(actionIdParam, req.params, 'path');
+    const actor = await actorOf(ctx, req, res);
     const action = await getAction(ctx.pool, id);
     if (!action) throw new HttpError(404, `No action ${id}`, { code: 'action_not_found' });
-    res.json(await actionView(ctx.pool, ctx.pii, ctx.network, action));
+    res.json(await actionView(ctx.pool, ctx.pii, ctx.network, action, actor));
   });
 
   return router;
@@ -110,10 +112,11 @@ const actionViewSchema = z.looseObject({
   action_id: z.uuid(), action_type: z.string(), action_status: z.string(), update_count: z.int(), terminal: z.boolean(),
   source_item_id: z.uuid(), target_item_id: z.uuid(), target_instance_url: z.string().nullable(),
   acting_org_id: z.string().nullable(), acting_as_user_id: z.string().nullable(),
-}).meta({ id: 'Action', description: 'An action, its events and (once revealed) the parties\' contacts' });
+}).meta({ id: 'Action', description: 'An action, its events and (once revealed, to its parties only) the parties\' contacts' });
 const refusal = (description: string) => ({ description, schema: refusedSchema });
 const actingHeaders = z.object({ 'x-acting-org-id': z.string().optional().meta({ description: 'the organisation an aggregator acts for' }) });
-const actorNote = 'Besides the API key, a person\'s session cookie or `Authorization: Bearer <JWT>` of a person or an aggregator makes them the actor.';
+const actorNote = 'Besides the API key, a person\'s session cookie or `Authorization: Bearer <JWT>` of a person or an aggregator makes them the actor; '
+  + 'an aggregator stands for the items and people it onboarded. The API key alone stands for no party: it performs and moves nothing (403 `person_token_required`) and never sees contacts.';
 
 /** Docs of `actionRoutes`. */
 export const actionRouteDocs: RouteDoc[] = [
@@ -124,7 +127,7 @@ export const actionRouteDocs: RouteDoc[] = [
     responses: {
       201: { description: 'Performed', schema: z.object({ results: z.array(performResultSchema), summary: performSummarySchema }) },
       400: { description: 'Invalid request (shape A), or the action is refused as invalid (with the results envelope)', schema: z.union([errorShapeSchemas.A, refusedSchema]) },
-      403: refusal('Not allowed (interaction matrix, ownership, guardian consent)'),
+      403: refusal('Not allowed: API key alone (`person_token_required`), not the source side (`source_not_owned`), interaction matrix, organisation, guardian consent'),
       404: refusal('An item, user or organisation is not found'),
       409: refusal('An action is already open, or the source is not live'),
       422: refusal('The consent version is outdated'),
@@ -135,10 +138,17 @@ export const actionRouteDocs: RouteDoc[] = [
     method: 'POST', path: '/api/v1/action/:id/status', summary: 'Move an action to another status', tags: ['actions'], security: 'apiKey', description: actorNote,
     params: actionIdParam, body: { schema: statusSchema },
     responses: { 200: { description: 'The action after the move', schema: actionViewSchema } },
-    errors: { 403: 'Not a party to the action, or not allowed to cancel', 404: 'No such action', 409: 'Stale update_count, terminal action or transition not allowed' },
+    errors: {
+      401: 'Missing or invalid API key, a bad bearer token or a stale session cookie',
+      403: 'API key alone (`person_token_required`), not a party (`not_a_party`), a cancel not by the source side (`cancel_not_allowed`), '
+        + 'or a move into the status that reveals contacts not by the target side (`target_side_only`)',
+      404: 'No such action', 409: 'Stale update_count, terminal action or transition not allowed',
+    },
   },
   {
     method: 'GET', path: '/api/v1/action/:id', summary: 'One action with its events', tags: ['actions'], security: 'apiKey',
-    params: actionIdParam, responses: { 200: { description: 'The action', schema: actionViewSchema } }, errors: { 404: 'No such action' },
+    description: `${actorNote} Any caller may read an action; \`contacts\` is filled only for a party once \`pii_revealed\`, else null.`,
+    params: actionIdParam, responses: { 200: { description: 'The action', schema: actionViewSchema } },
+    errors: { 401: 'Missing or invalid API key, a bad bearer token or a stale session cookie', 404: 'No such action' },
   },
 ];

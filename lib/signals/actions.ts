@@ -2,7 +2,8 @@
  * Actions between a source and a target item (spec POST /api/v1/action/perform; issue 7):
  * the rules checked before an action is recorded, the record and its events, status moves with
  * optimistic concurrency, and the reveal of contact details at the interaction's
- * `reveals_pii_on_status`. Decisions: docs/decisions.md, "People, consent and actions".
+ * `reveals_pii_on_status`. Decisions: docs/decisions.md, "People, consent and actions"; who may
+ * perform, move and read: "Trust II (issue 29)", "The actor policy (actions)".
  */
 import type { PiiCrypto } from '../platform/crypto.ts';
 import type { Pool, PoolClient, Queryable } from '../platform/db.ts';
@@ -36,7 +37,10 @@ export interface PerformInput {
   guardian_otp?: string;
 }
 
-/** Who performs: the identity of the request (if any) besides its API key. */
+/**
+ * Who performs: the identity of the request besides its API key — a person (session or user token),
+ * an aggregator (its bearer token), or the API key alone (an integration, which stands for no party).
+ */
 export type Actor =
   | { kind: 'user'; userId: string }
   | { kind: 'aggregator'; aggregatorId: string; orgId: string }
@@ -79,6 +83,24 @@ interface StoredItem {
   user_id: string | null;
 }
 
+/** Whether some item `created_by` aggregator `aggregatorId` is linked to user `userId` (the aggregator onboarded that person). */
+async function onboardedBy(db: Queryable, userId: string, aggregatorId: string): Promise<boolean> {
+  const { rowCount } = await db.query('SELECT 1 FROM signals.items WHERE user_id = $1 AND created_by = $2 LIMIT 1', [userId, `aggregator:${aggregatorId}`]);
+  return Boolean(rowCount);
+}
+
+/**
+ * Whether `actor` stands for the party of `item`: the item's person (user), or an aggregator that
+ * onboarded the item or its person. An API key alone stands for no party.
+ */
+async function standsFor(db: Queryable, item: Pick<StoredItem, 'user_id' | 'created_by'> | undefined, actor: Actor): Promise<boolean> {
+  if (!item) return false;
+  if (actor.kind === 'user') return item.user_id === actor.userId;
+  if (actor.kind !== 'aggregator') return false;
+  if (item.created_by === `aggregator:${actor.aggregatorId}`) return true;
+  return item.user_id !== null && onboardedBy(db, item.user_id, actor.aggregatorId);
+}
+
 async function loadItem(db: Queryable, ref: ItemRef, which: 'source_item' | 'target_item'): Promise<StoredItem> {
   const { rows } = await db.query<StoredItem>(
     'SELECT item_id, item_network, item_domain, item_type, lifecycle_status, created_by, user_id FROM signals.items WHERE item_id = $1', [ref.item_id]);
@@ -99,8 +121,9 @@ export interface PerformDeps {
  * Checks every rule and records the action (status = the interaction's first status, update_count
  * 0, a `created` event), in one transaction. Order of the checks: action type (400), self-action
  * (400), interaction matrix (403), items (404), source live (409), consent (400/422),
- * requirements (400), organisation and acting user (400/403/404), source owned by the acting user
- * (403), guardian code for a minor (403/429), one open action per (source, target, type) (409).
+ * requirements (400), organisation and acting user (400/403/404), a party's credential — never the
+ * API key alone (403 `person_token_required`), the source side (403 `source_not_owned`), guardian
+ * code for a minor (403/429), one open action per (source, target, type) (409).
  * @throws ActionError
  */
 export async function performAction(deps: PerformDeps, input: PerformInput, actor: Actor, actingOrgId: string | undefined): Promise<ActionRecord> {
@@ -164,8 +187,9 @@ function isMinor(network: Network, user: UserRecord): boolean {
 
 /**
  * The person acting: acting_as_user_id (checked against the organisation and the actor), else the
- * user of the request, else the user the source item belongs to. Also checks that an acting user
- * owns the source item.
+ * user of the request, else the user the source item belongs to. Also checks that the actor is the
+ * source side: an acting user owns the source item; an aggregator without acting_as_user_id
+ * onboarded the source item or its person; an API key alone acts for no one.
  */
 async function resolveActingUser(db: Queryable, input: PerformInput, actor: Actor, actingOrgId: string | undefined, source: StoredItem): Promise<UserRecord | null> {
   if (actingOrgId !== undefined) {
@@ -180,6 +204,10 @@ async function resolveActingUser(db: Queryable, input: PerformInput, actor: Acto
   } else if (input.acting_as_user_id && actor.kind === 'aggregator') {
     throw new ActionError(400, 'acting_org_required', 'An aggregator acting as a user names its organisation in x-acting-org-id');
   }
+  if (actor.kind === 'api_key') {
+    throw new ActionError(403, 'person_token_required',
+      "An API key alone acts for no one: send the source person's session or token, or the bearer token of the aggregator that onboarded them");
+  }
   let user: UserRecord | null = null;
   if (input.acting_as_user_id) {
     if (actor.kind === 'user' && actor.userId !== input.acting_as_user_id) {
@@ -187,10 +215,8 @@ async function resolveActingUser(db: Queryable, input: PerformInput, actor: Acto
     }
     user = UUID.test(input.acting_as_user_id) ? await getUser(db, input.acting_as_user_id) : null;
     if (!user) throw new ActionError(404, 'user_not_found', `acting_as_user_id: no user ${input.acting_as_user_id}`);
-    if (actor.kind === 'aggregator') {
-      const { rowCount } = await db.query('SELECT 1 FROM signals.items WHERE user_id = $1 AND created_by = $2 LIMIT 1',
-        [user.user_id, `aggregator:${actor.aggregatorId}`]);
-      if (!rowCount) throw new ActionError(403, 'user_not_onboarded_by_aggregator', 'An aggregator acts only for users it onboarded');
+    if (actor.kind === 'aggregator' && !(await onboardedBy(db, user.user_id, actor.aggregatorId))) {
+      throw new ActionError(403, 'user_not_onboarded_by_aggregator', 'An aggregator acts only for users it onboarded');
     }
   } else if (actor.kind === 'user') {
     user = await getUser(db, actor.userId);
@@ -198,7 +224,11 @@ async function resolveActingUser(db: Queryable, input: PerformInput, actor: Acto
   if (user && source.user_id !== user.user_id) {
     throw new ActionError(403, 'source_not_owned', 'source_item does not belong to the acting user');
   }
-  if (!user && source.user_id) user = await getUser(db, source.user_id);
+  if (!user) {
+    // An aggregator without acting_as_user_id acts for the source it onboarded, and so for its person.
+    if (!(await standsFor(db, source, actor))) throw new ActionError(403, 'source_not_owned', 'source_item was not onboarded by this aggregator');
+    if (source.user_id) user = await getUser(db, source.user_id);
+  }
   if (user?.status === 'disabled') throw new ActionError(403, 'user_disabled', 'The acting user is disabled');
   return user;
 }
@@ -263,24 +293,23 @@ export async function getAction(db: Queryable, actionId: string, forUpdate = fal
   return rows[0] ?? null;
 }
 
-/** Which sides of an action `actor` is on: the creator or the source item's owner/onboarder is the source side. */
+/** Which sides of an action `actor` stands for (`standsFor` of its source and target items). */
 async function sidesOf(db: Queryable, action: ActionRecord, actor: Actor): Promise<{ source: boolean; target: boolean }> {
+  if (actor.kind === 'api_key') return { source: false, target: false };
   const { rows } = await db.query<{ item_id: string; user_id: string | null; created_by: string | null }>(
     'SELECT item_id, user_id, created_by FROM signals.items WHERE item_id = ANY($1::uuid[])', [[action.source_item_id, action.target_item_id]]);
-  const owns = (itemId: string) => {
-    const item = rows.find((r) => r.item_id === itemId);
-    if (!item) return false;
-    return (actor.kind === 'user' && item.user_id === actor.userId) || (actor.kind === 'aggregator' && item.created_by === `aggregator:${actor.aggregatorId}`);
-  };
-  return { source: action.actor === actorName(actor) || owns(action.source_item_id), target: owns(action.target_item_id) };
+  const item = (id: string) => rows.find((r) => r.item_id === id);
+  return { source: await standsFor(db, item(action.source_item_id), actor), target: await standsFor(db, item(action.target_item_id), actor) };
 }
 
 /**
  * Moves an action to `status` when `updateCount` is its current update_count (optimistic
- * concurrency), along the interaction's declared moves. `cancelled` only by the source side while
- * update_count is 0; terminal statuses never move; a user or aggregator must be a party.
- * @throws ActionError 404 `action_not_found`, 400 `unknown_status`, 409 `stale_update_count`,
- *   `action_terminal`, `transition_not_allowed`, `cancel_too_late`, 403 `not_a_party`, `cancel_not_allowed`.
+ * concurrency), along the interaction's declared moves. Only a party moves (never the API key
+ * alone); `cancelled` only by the source side while update_count is 0; the status that reveals
+ * contacts only by the target side; terminal statuses never move.
+ * @throws ActionError 404 `action_not_found`, 400 `unknown_status`, 403 `person_token_required`,
+ *   `not_a_party`, `cancel_not_allowed`, `target_side_only`, 409 `stale_update_count`,
+ *   `action_terminal`, `transition_not_allowed`, `cancel_too_late`.
  */
 export async function moveActionStatus(
   client: PoolClient, network: Network, actionId: string, move: { status: string; updateCount: number; note?: string }, actor: Actor,
@@ -289,8 +318,11 @@ export async function moveActionStatus(
   if (!action) throw new ActionError(404, 'action_not_found', `No action ${actionId}`);
   const statuses = network.actions[action.action_type]?.statuses ?? {};
   if (!statuses[move.status]) throw new ActionError(400, 'unknown_status', `action_status must be one of ${Object.keys(statuses).join(', ')}`);
+  if (actor.kind === 'api_key') {
+    throw new ActionError(403, 'person_token_required', "An API key alone moves no action: send a party's session or token, or its onboarding aggregator's bearer token");
+  }
   const sides = await sidesOf(client, action, actor);
-  if (actor.kind !== 'api_key' && !sides.source && !sides.target) throw new ActionError(403, 'not_a_party', 'You are on neither side of this action');
+  if (!sides.source && !sides.target) throw new ActionError(403, 'not_a_party', 'You are on neither side of this action');
   if (action.terminal) throw new ActionError(409, 'action_terminal', `The action is ${action.action_status}, a final status`);
   if (move.updateCount !== action.update_count) {
     throw new ActionError(409, 'stale_update_count', `update_count is ${action.update_count}, not ${move.updateCount}: read the action again`);
@@ -298,6 +330,8 @@ export async function moveActionStatus(
   if (move.status === 'cancelled') {
     if (!sides.source) throw new ActionError(403, 'cancel_not_allowed', 'Only the source side may cancel an action');
     if (action.update_count !== 0) throw new ActionError(409, 'cancel_too_late', 'An action can be cancelled only before its first status change');
+  } else if (move.status === network.actions[action.action_type]?.reveals_pii_on_status && !sides.target) {
+    throw new ActionError(403, 'target_side_only', `Only the target side may move the action to ${move.status}, which shares contact details`);
   } else if (!statuses[action.action_status]?.next.includes(move.status)) {
     throw new ActionError(409, 'transition_not_allowed', `${action.action_status} cannot move to ${move.status}; allowed: ${statuses[action.action_status]?.next.join(', ') || 'none'}`);
   }
@@ -320,11 +354,12 @@ export interface ActionEvent {
 }
 
 /**
- * The action as the API shows it: its record, events, the statuses it may move to, and — once it
- * has reached the interaction's `reveals_pii_on_status` — the contact details of both sides'
- * users (decrypted); before that, `contacts` is null.
+ * The action as `viewer` sees it: its record, events, the statuses it may move to, whether it has
+ * reached the interaction's `reveals_pii_on_status` (`pii_revealed`), and `contacts`: the contact
+ * details of both sides' users (decrypted) once revealed and only when `viewer` stands for a side;
+ * else null (an API key alone, a third person or aggregator never sees them).
  */
-export async function actionView(db: Queryable, pii: PiiCrypto, network: Network, action: ActionRecord): Promise<Record<string, unknown>> {
+export async function actionView(db: Queryable, pii: PiiCrypto, network: Network, action: ActionRecord, viewer: Actor): Promise<Record<string, unknown>> {
   const { rows: events } = await db.query<ActionEvent>(
     `SELECT from_status, to_status, update_count, actor, note,
             to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at
@@ -333,7 +368,8 @@ export async function actionView(db: Queryable, pii: PiiCrypto, network: Network
   const revealAt = def?.reveals_pii_on_status;
   const revealed = Boolean(revealAt && events.some((e) => e.to_status === revealAt));
   let contacts: Record<string, unknown> | null = null;
-  if (revealed) {
+  const sides = revealed ? await sidesOf(db, action, viewer) : undefined;
+  if (sides && (sides.source || sides.target)) {
     const { rows } = await db.query<{ item_id: string; user_id: string | null }>(
       'SELECT item_id, user_id FROM signals.items WHERE item_id = ANY($1::uuid[])', [[action.source_item_id, action.target_item_id]]);
     const contactOf = async (itemId: string) => {

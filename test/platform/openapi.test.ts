@@ -284,12 +284,13 @@ describe('the documents say what the services answer', () => {
     }
     const ref = (i: { item_network: string; item_domain: string; item_type: string; item_id: string }) => ({ item_network: i.item_network, item_domain: i.item_domain, item_type: i.item_type, item_id: i.item_id });
     const apply = { action_type: 'apply', source_item: ref(seeker), target_item: { ...ref(provider), item_instance_url: 'http://aggregator.example/participants' }, consent: { acknowledged: true, version: 1 } };
-    const performed = await send(signals.post('/api/v1/action/perform').set('x-api-key', signalsKey).send(apply));
+    // The onboarding aggregator's token: the API key alone performs and moves nothing (docs/decisions.md, "The actor policy (actions)").
+    const performed = await send(signals.post('/api/v1/action/perform').set('x-api-key', signalsKey).set('authorization', bearer).send(apply));
     expect(performed.status).toBe(201);
     const actionId = performed.body.results[0].action_id;
-    expect((await send(signals.post('/api/v1/action/perform').set('x-api-key', signalsKey).send(apply))).status).toBe(409);
-    expect((await send(signals.post('/api/v1/action/perform').set('x-api-key', signalsKey).send({ ...apply, source_item: { ...ref(seeker), item_id: randomUUID() } }))).status).toBe(404);
-    expect((await send(signals.post(`/api/v1/action/${actionId}/status`).set('x-api-key', signalsKey).send({ action_status: 'accepted', update_count: 0 }))).status).toBe(200);
+    expect((await send(signals.post('/api/v1/action/perform').set('x-api-key', signalsKey).set('authorization', bearer).send(apply))).status).toBe(409);
+    expect((await send(signals.post('/api/v1/action/perform').set('x-api-key', signalsKey).set('authorization', bearer).send({ ...apply, source_item: { ...ref(seeker), item_id: randomUUID() } }))).status).toBe(404);
+    expect((await send(signals.post(`/api/v1/action/${actionId}/status`).set('x-api-key', signalsKey).set('authorization', bearer).send({ action_status: 'accepted', update_count: 0 }))).status).toBe(200);
     expect((await send(signals.get(`/api/v1/action/${actionId}`).set('x-api-key', signalsKey))).status).toBe(200);
     expect((await send(signals.get(`/api/v1/action/${randomUUID()}`).set('x-api-key', signalsKey))).status).toBe(404);
 

@@ -37,7 +37,8 @@ async function onboard(item: Item, identity: { name?: string; phone?: string; em
   return res.body.user_id as string | undefined;
 }
 
-const perform = (body: Record<string, unknown>, headers: Record<string, string> = {}) =>
+/** Performs with `headers`; by default as the aggregator that onboarded every item here (a source-side credential). */
+const perform = (body: Record<string, unknown>, headers: Record<string, string> = { authorization: `Bearer ${agg.token}` }) =>
   request(base()).post('/api/v1/action/perform').set('x-api-key', key).set(headers).send(body);
 const apply = (source: Item, target: Item, over: Record<string, unknown> = {}) => ({
   action_type: 'apply', source_item: ref(source), target_item: { ...ref(target), item_instance_url: INSTANCE },
@@ -48,7 +49,7 @@ const refused = (res: request.Response, status: number, code: string) => {
   expect(res.body).toMatchObject({ error: code, message: expect.any(String) });
   if (res.body.results) expect(res.body).toMatchObject({ results: [{ index: 0, status: 'failed', error: code }], summary: { total: 1, succeeded: 0, failed: 1 } });
 };
-const move = (id: string, body: Record<string, unknown>, headers: Record<string, string> = {}) =>
+const move = (id: string, body: Record<string, unknown>, headers: Record<string, string>) =>
   request(base()).post(`/api/v1/action/${id}/status`).set('x-api-key', key).set(headers).send(body);
 
 let asha: Item; let ashaUser: string;
@@ -277,9 +278,10 @@ describe('action/perform', () => {
 
   describe('status', () => {
     it('moves along the declared statuses with optimistic concurrency and reveals contacts at accepted', async () => {
-      refused(await move(actionId, { action_status: 'completed', update_count: 0 }), 409, 'transition_not_allowed');
-      refused(await move(actionId, { action_status: 'flying', update_count: 0 }), 400, 'unknown_status');
-      const accepted = await move(actionId, { action_status: 'accepted', update_count: 0, note: 'Come on Monday' });
+      const asTarget = { authorization: `Bearer ${await platform.ctx.tokens.issueUser(itiUser, 300)}` };
+      refused(await move(actionId, { action_status: 'completed', update_count: 0 }, asTarget), 409, 'transition_not_allowed');
+      refused(await move(actionId, { action_status: 'flying', update_count: 0 }, asTarget), 400, 'unknown_status');
+      const accepted = await move(actionId, { action_status: 'accepted', update_count: 0, note: 'Come on Monday' }, asTarget);
       expect(accepted.status).toBe(200);
       expect(accepted.body).toMatchObject({
         action_status: 'accepted', update_count: 1, pii_revealed: true, next_statuses: ['completed'],
@@ -288,12 +290,13 @@ describe('action/perform', () => {
           target: { user_id: itiUser, email: 'desk@iti-kaithal.example' },
         },
       });
-      refused(await move(actionId, { action_status: 'completed', update_count: 0 }), 409, 'stale_update_count');
-      refused(await move(actionId, { action_status: 'cancelled', update_count: 1 }), 409, 'cancel_too_late');
-      const done = await move(actionId, { action_status: 'completed', update_count: 1 });
+      refused(await move(actionId, { action_status: 'completed', update_count: 0 }, asTarget), 409, 'stale_update_count');
+      const asSource = { authorization: `Bearer ${await platform.ctx.tokens.issueUser(ashaUser, 300)}` };
+      refused(await move(actionId, { action_status: 'cancelled', update_count: 1 }, asSource), 409, 'cancel_too_late');
+      const done = await move(actionId, { action_status: 'completed', update_count: 1 }, asSource);
       expect(done.body).toMatchObject({ action_status: 'completed', update_count: 2, terminal: true, next_statuses: [] });
       expect(done.body.events.map((e: { to_status: string }) => e.to_status)).toEqual(['created', 'accepted', 'completed']);
-      refused(await move(actionId, { action_status: 'completed', update_count: 2 }), 409, 'action_terminal');
+      refused(await move(actionId, { action_status: 'completed', update_count: 2 }, asSource), 409, 'action_terminal');
     });
 
     it('lets only the source side cancel, before any move; a cancelled pair can be acted on again', async () => {
@@ -305,16 +308,16 @@ describe('action/perform', () => {
       refused(await move(id, { action_status: 'cancelled', update_count: 0 }, { authorization: `Bearer ${targetToken}` }), 403, 'cancel_not_allowed');
       const strangerToken = await platform.ctx.tokens.issueUser(itiUser, 300);
       refused(await move(id, { action_status: 'rejected', update_count: 0 }, { authorization: `Bearer ${strangerToken}` }), 403, 'not_a_party');
-      const cancelled = await move(id, { action_status: 'cancelled', update_count: 0 });
+      const cancelled = await move(id, { action_status: 'cancelled', update_count: 0 }, { authorization: `Bearer ${await platform.ctx.tokens.issueUser(ashaUser, 300)}` });
       expect(cancelled.body).toMatchObject({ action_status: 'cancelled', terminal: true, contacts: null });
       expect((await perform(apply(asha, target))).status).toBe(201);
     });
 
     it('answers 404 for an unknown action and 400 for a malformed body or id', async () => {
-      refused(await move(randomUUID(), { action_status: 'accepted', update_count: 0 }), 404, 'action_not_found');
-      refused(await move('nope', { action_status: 'accepted', update_count: 0 }), 400, 'invalid_request');
-      refused(await move(actionId, { action_status: 'accepted' }), 400, 'invalid_request');
-      refused(await move(actionId, { action_status: 'accepted', update_count: -1 }), 400, 'invalid_request');
+      refused(await move(randomUUID(), { action_status: 'accepted', update_count: 0 }, {}), 404, 'action_not_found');
+      refused(await move('nope', { action_status: 'accepted', update_count: 0 }, {}), 400, 'invalid_request');
+      refused(await move(actionId, { action_status: 'accepted' }, {}), 400, 'invalid_request');
+      refused(await move(actionId, { action_status: 'accepted', update_count: -1 }, {}), 400, 'invalid_request');
       const missing = await request(base()).get(`/api/v1/action/${randomUUID()}`).set('x-api-key', key);
       expect(missing.body).toEqual({ error: 'action_not_found', message: expect.any(String) });
     });
