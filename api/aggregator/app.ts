@@ -21,11 +21,10 @@ import { aggregatorRegistrationRouteDocs, aggregatorRegistrationRoutes } from '.
 import { reviewRouteDocs, reviewRoutes } from './reviews.ts';
 import { supportRouteDocs, supportRoutes } from './support.ts';
 import { dashboardRouteDocs, dashboardRoutes } from './dashboard.ts';
-import { supportJsonParser } from '../http/support-route.ts';
 import { bulkUploadEventRouteDocs, bulkUploadEventRoutes } from './bulk-upload-events.ts';
 import { registerBulkUploadMetrics } from '../../lib/aggregator/bulk/upload-jobs.ts';
 import { consoleRoutes } from '../console/routes.ts';
-import { voiceCallbackRouteDocs, voiceCallbackRoutes, voiceJsonParsers, voiceRouteDocs, voiceRoutes } from './voice.ts';
+import { VOICE_OWN_BODY_PATHS, voiceCallbackRouteDocs, voiceCallbackRoutes, voiceRouteDocs, voiceRoutes } from './voice.ts';
 
 const jwksSchema = z.object({ keys: z.array(z.looseObject({ kty: z.string(), kid: z.string().optional() })) });
 const meSchema = z.object({
@@ -53,7 +52,8 @@ export function aggregatorServiceRouteDocs(network: Network): RouteDoc[] {
 }
 
 export function createAggregatorApp(ctx: PlatformContext): Express {
-  const app = createServiceApp(ctx, 'aggregator', { jsonParsers: { ...voiceJsonParsers(ctx), '/v1/support': supportJsonParser() } });
+  // Bodies above HTTP_BODY_LIMIT, or raw for a signature, are parsed by their routes after authentication.
+  const app = createServiceApp(ctx, 'aggregator', { ownBodyPaths: [...VOICE_OWN_BODY_PATHS, '/v1/support'] });
   registerBulkUploadMetrics(ctx.metrics, ctx.pool);
   app.use(healthRoutes(ctx, 'aggregator'));
   app.use(openApiRoutes('aggregator', aggregatorServiceRouteDocs(ctx.network)));

@@ -23,13 +23,13 @@ import {
 } from '../../lib/aggregator/voice/jobs.ts';
 import { providerCallbackSchema } from '../../lib/aggregator/voice/protocol.ts';
 import { voiceProviderSecret } from '../../lib/aggregator/voice/provider.ts';
-import { SIGNATURE_HEADER, verifySignature } from '../../lib/aggregator/voice/signature.ts';
+import { SIGNATURE_HEADER, signatureCurrent, verifySignature } from '../../lib/aggregator/voice/signature.ts';
 import type { PlatformContext } from '../../lib/context.ts';
 import { ReadCache } from '../../lib/platform/read-cache.ts';
 import { ObjectNotFoundError } from '../../lib/platform/storage.ts';
 import { callerOf, requireRole } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
-import { JSON_TYPES } from '../http/service-app.ts';
+import { JSON_TYPES, routeBody } from '../http/service-app.ts';
 import { API_EXAMPLES } from '../http/openapi.ts';
 import type { RouteDoc } from '../http/route-doc.ts';
 import { parse, PG_INT_MAX } from '../http/validation.ts';
@@ -121,14 +121,14 @@ function jobIdParam(req: Request, next: NextFunction): string | undefined {
   return id.toLowerCase();
 }
 
-/** The JSON body parsers of the voice paths (createServiceApp `jsonParsers`). */
-export function voiceJsonParsers(ctx: PlatformContext): Record<string, RequestHandler> {
-  return {
-    [VOICE_JOBS_PATH]: express.json({ limit: ctx.config.VOICE_JOB_MAX_BODY_BYTES, type: JSON_TYPES }),
-    // The signature covers the exact bytes received; the callbacks' thread parses them.
-    [VOICE_CALLBACKS_PATH]: express.raw({ limit: CALLBACK_MAX_BYTES, type: JSON_TYPES }),
-  };
-}
+/**
+ * The voice paths that parse their own bodies, after authentication (createServiceApp
+ * `ownBodyPaths`): a job body may be up to VOICE_JOB_MAX_BODY_BYTES, and a callback's signature
+ * covers its exact bytes.
+ */
+export const VOICE_OWN_BODY_PATHS = [VOICE_JOBS_PATH, VOICE_CALLBACKS_PATH];
+
+const invalidSignature = () => new HttpError(401, `Missing, stale or invalid ${SIGNATURE_HEADER} header: callbacks must be signed with VOICE_PROVIDER_SECRET`, { code: 'invalid_signature' });
 
 /** `POST /v1/campaign/voice/callbacks`: mount before `bearerAuth` (the provider signs; it has no token). */
 export function voiceCallbackRoutes(ctx: PlatformContext): Router {
@@ -136,11 +136,12 @@ export function voiceCallbackRoutes(ctx: PlatformContext): Router {
   let secret: Promise<string> | undefined;
   const appliedAt = callbackTimes(ctx);
   const apply = voiceCallbackThread(ctx);
-  router.post(VOICE_CALLBACKS_PATH, async (req, res) => {
+  // A missing, malformed or stale signature is refused before the body is read; the rest of the
+  // check needs the bytes. The signature covers the exact bytes received: the callbacks' thread parses them.
+  const currentSignature: RequestHandler = (req, _res, next) => next(signatureCurrent(req.header(SIGNATURE_HEADER)) ? undefined : invalidSignature());
+  router.post(VOICE_CALLBACKS_PATH, currentSignature, ...routeBody(express.raw({ limit: CALLBACK_MAX_BYTES, type: JSON_TYPES })), async (req, res) => {
     const raw = Buffer.isBuffer(req.body) ? req.body : undefined;
-    if (!raw || !verifySignature(await (secret ??= voiceProviderSecret(ctx.config)), req.header(SIGNATURE_HEADER), raw)) {
-      throw new HttpError(401, `Missing, stale or invalid ${SIGNATURE_HEADER} header: callbacks must be signed with VOICE_PROVIDER_SECRET`, { code: 'invalid_signature' });
-    }
+    if (!raw || !verifySignature(await (secret ??= voiceProviderSecret(ctx.config)), req.header(SIGNATURE_HEADER), raw)) throw invalidSignature();
     // Parsed, validated and applied off this event loop, at background priority (the thread's module).
     const { accepted, ignored, jobIds } = await apply(raw);
     const now = performance.now();
@@ -154,7 +155,8 @@ export function voiceCallbackRoutes(ctx: PlatformContext): Router {
 export function voiceRoutes(ctx: PlatformContext): Router {
   const router = Router();
 
-  router.post('/campaign/voice', requireRole('admin', 'operator'), async (req: Request, res: Response) => {
+  const jobBody = routeBody(express.json({ limit: ctx.config.VOICE_JOB_MAX_BODY_BYTES, type: JSON_TYPES }));
+  router.post('/campaign/voice', requireRole('admin', 'operator'), ...jobBody, async (req: Request, res: Response) => {
     const key = req.header('idempotency-key');
     if (key === undefined || !IDEMPOTENCY_KEY.test(key)) {
       const message = key === undefined ? 'required: a unique key per job, e.g. a UUID; the same key with the same body answers the same job'

@@ -25,11 +25,20 @@ export const JSON_TYPES = ['application/json', 'application/*+json'];
 
 export interface ServiceAppOptions {
   /**
-   * JSON body parsers for exact paths (a trailing slash ignored) that need another one than the
-   * default — a larger limit, the raw body kept for a signature check; every other path gets
-   * HTTP_BODY_LIMIT.
+   * Exact paths (a trailing slash ignored) whose routes parse their own body with `routeBody`,
+   * after authenticating the caller: those taking more than HTTP_BODY_LIMIT (support attachments,
+   * voice jobs) or a raw body for a signature check. The app's JSON parser (HTTP_BODY_LIMIT) leaves
+   * them alone, so a caller without credentials is answered before its body is read (Trust II).
    */
-  jsonParsers?: Record<string, RequestHandler>;
+  ownBodyPaths?: string[];
+}
+
+/**
+ * The body parser of a route on one of `ownBodyPaths`, followed by the NUL check every parsed
+ * body gets: mount it after the route's authentication and role check.
+ */
+export function routeBody(parser: RequestHandler): RequestHandler[] {
+  return [parser, refuseNul];
 }
 
 const withoutTrailingSlash = (path: string) => path.replace(/(.)\/+$/, '$1');
@@ -56,8 +65,8 @@ export function createServiceApp(ctx: PlatformContext, service: ServiceName, opt
   app.get('/metrics', metricsRoute(ctx.metrics, ctx.config.METRICS_TOKEN));
   app.use(requireKnownContentType);
   const json = express.json({ limit: ctx.config.HTTP_BODY_LIMIT, type: JSON_TYPES });
-  const ownParsers = new Map(Object.entries(options.jsonParsers ?? {}).map(([path, parser]) => [withoutTrailingSlash(path), parser]));
-  app.use((req, res, next) => (ownParsers.get(withoutTrailingSlash(req.path)) ?? json)(req, res, next));
+  const ownBody = new Set((options.ownBodyPaths ?? []).map(withoutTrailingSlash));
+  app.use((req, res, next) => (ownBody.has(withoutTrailingSlash(req.path)) ? next() : json(req, res, next)));
   app.use(refuseNul);
   return app;
 }
@@ -104,6 +113,9 @@ export function finishServiceApp(app: Express, shape: ErrorShape): void {
       res.destroy();
       return;
     }
+    // A request refused before its body was read whole (no credentials for a large upload):
+    // close the connection after the answer instead of reading the rest to keep it alive.
+    if (!req.complete) res.set('connection', 'close');
     res.status(httpError.status).set(httpError.headers ?? {})
       .json(errorBody(res.locals.errorShape ?? shape, httpError, requestId));
   };

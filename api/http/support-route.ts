@@ -11,7 +11,7 @@ import {
   supportRequestSchema, SupportRequestError, type SupportRequest,
 } from '../../lib/network/support.ts';
 import { HttpError } from './errors.ts';
-import { JSON_TYPES } from './service-app.ts';
+import { JSON_TYPES, routeBody } from './service-app.ts';
 import { z } from 'zod';
 import type { RouteDoc, RouteSecurity } from './route-doc.ts';
 import { parse } from './validation.ts';
@@ -25,18 +25,14 @@ export interface SupportRouteOptions {
 }
 
 /**
- * The JSON body parser of the support routes: attachments need more than HTTP_BODY_LIMIT
- * (SUPPORT_BODY_LIMIT_BYTES: 10 MiB of attachments in base64, plus the text); for
- * `createServiceApp`'s `jsonParsers`.
+ * The handler (see the module comment), its body parser first: attachments need more than
+ * HTTP_BODY_LIMIT (SUPPORT_BODY_LIMIT_BYTES: 10 MiB of attachments in base64, plus the text), so
+ * the path is one of `createServiceApp`'s `ownBodyPaths` and the body is read only once the
+ * service's authentication, mounted before, has let the caller in.
  */
-export function supportJsonParser(): RequestHandler {
-  return express.json({ limit: SUPPORT_BODY_LIMIT_BYTES, type: JSON_TYPES });
-}
-
-/** The handler (see the module comment). */
-export function supportHandler(ctx: PlatformContext, options: SupportRouteOptions): RequestHandler {
+export function supportHandler(ctx: PlatformContext, options: SupportRouteOptions): RequestHandler[] {
   const limiter = createSupportRateLimiter(ctx.pool);
-  return async (req, res) => {
+  return [...routeBody(express.json({ limit: SUPPORT_BODY_LIMIT_BYTES, type: JSON_TYPES })), async (req, res) => {
     const request = parse(supportRequestSchema, req.body);
     try {
       const attachments = decodeAttachments(request.attachments);
@@ -53,7 +49,7 @@ export function supportHandler(ctx: PlatformContext, options: SupportRouteOption
       }
       throw err;
     }
-  };
+  }];
 }
 
 /** The doc of a support route mounted at `path` (same request schema as the handler). */

@@ -7,7 +7,6 @@ import { healthRouteDocs, healthRoutes } from '../http/health.ts';
 import { metricsRouteDocs } from '../http/metrics.ts';
 import { openApiRouteDocs, openApiRoutes, type RouteDoc } from '../http/openapi.ts';
 import { createServiceApp, finishServiceApp } from '../http/service-app.ts';
-import { supportJsonParser } from '../http/support-route.ts';
 import { discoverRouteDocs, discoverRoutes } from './discover.ts';
 import { itemRouteDocs, itemRoutes } from './items.ts';
 import { matchScoreRouteDocs, matchScoreRoutes } from './match-score.ts';
@@ -23,7 +22,8 @@ export function signalsServiceRouteDocs(_network: Network): RouteDoc[] {
 }
 
 export function createSignalsApp(ctx: PlatformContext): Express {
-  const app = createServiceApp(ctx, 'signals', { jsonParsers: { '/api/v1/support': supportJsonParser() } });
+  // Support takes attachments above HTTP_BODY_LIMIT: its route parses them after the API key is checked.
+  const app = createServiceApp(ctx, 'signals', { ownBodyPaths: ['/api/v1/support'] });
   useShapeB(app);
   app.use(healthRoutes(ctx, 'signals'));
   app.use(openApiRoutes('signals', signalsServiceRouteDocs(ctx.network)));

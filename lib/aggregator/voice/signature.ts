@@ -21,15 +21,25 @@ export function signBody(secret: string, body: Buffer | string, now = Date.now()
   return `t=${t},v1=${mac(secret, t, body)}`;
 }
 
+const HEADER = /^t=(\d{1,12}),v1=([0-9a-f]{64})$/;
+
+/**
+ * True when `header` is a well-formed signature whose timestamp is within `toleranceSeconds` of
+ * `now` — what can be checked before the body is read, so a request that cannot verify is refused
+ * without reading it.
+ */
+export function signatureCurrent(header: string | undefined, now = Date.now(), toleranceSeconds = SIGNATURE_TOLERANCE_SECONDS): boolean {
+  const match = HEADER.exec(header?.trim() ?? '');
+  return match !== null && Math.abs(now / 1000 - Number(match[1])) <= toleranceSeconds;
+}
+
 /**
  * True when `header` signs `body` with `secret` and its timestamp is within `toleranceSeconds` of
  * `now`; false for a missing, malformed, stale or wrong signature.
  */
 export function verifySignature(secret: string, header: string | undefined, body: Buffer | string,
   now = Date.now(), toleranceSeconds = SIGNATURE_TOLERANCE_SECONDS): boolean {
-  const match = /^t=(\d{1,12}),v1=([0-9a-f]{64})$/.exec(header?.trim() ?? '');
-  if (!match) return false;
-  const t = Number(match[1]);
-  if (Math.abs(now / 1000 - t) > toleranceSeconds) return false;
-  return timingSafeEqual(Buffer.from(mac(secret, t, body), 'hex'), Buffer.from(match[2], 'hex'));
+  if (!signatureCurrent(header, now, toleranceSeconds)) return false;
+  const match = HEADER.exec(header!.trim())!;
+  return timingSafeEqual(Buffer.from(mac(secret, Number(match[1]), body), 'hex'), Buffer.from(match[2], 'hex'));
 }
