@@ -3,7 +3,8 @@
  * under /console/ on the aggregator service, for the same aggregator roles as the API.
  *
  * Sign-in: `ldp console --aggregator ID` prints /console/login?token=… with a short-lived
- * single-use console link token (built-in issuer, purpose "console-login"); posting the sign-in
+ * single-use console link token (built-in issuer, purpose "console-login", refused by every
+ * bearer route: lib/platform/tokens.ts `issueForPurpose`); posting the sign-in
  * form exchanges it once for a server-side session (aggregator.console_sessions) behind an
  * HttpOnly, SameSite=Lax cookie (Secure unless served on loopback). Every unsafe request carries a
  * CSRF token (csrf-csrf, double-submit cookie bound to the session). Pages work without
@@ -94,22 +95,22 @@ export function consoleRoutes(ctx: PlatformContext): Router {
     const t = translator(languageOf(req));
     const token = String((req.body as Record<string, string>).token ?? '');
     const refuse = (message: string) => renderPage(req, res, 'login', { token: '', problem: message }, 401);
-    let claims;
     let verified;
     try {
-      verified = await ctx.tokens.verifyAny(token);
+      // Only a console link: a bearer token (or any other purpose's) is refused, as bearer routes refuse a link.
+      verified = await ctx.tokens.verifyPurpose(token, CONSOLE_LINK_PURPOSE);
     } catch (err) {
       if (!(err instanceof TokenError)) throw err;
       refuse(t('login.invalid'));
       return;
     }
     const parsed = aggregatorClaimsSchema.safeParse(verified.payload);
-    const { jti, exp, purpose } = verified.payload as { jti?: string; exp?: number; purpose?: string };
-    if (purpose !== CONSOLE_LINK_PURPOSE || !parsed.success || !jti || !exp) {
+    const { jti, exp } = verified.payload as { jti?: string; exp?: number };
+    if (!parsed.success || !jti || !exp) {
       refuse(t('login.invalid'));
       return;
     }
-    claims = parsed.data;
+    const claims = parsed.data;
     if (!await consumeConsoleLink(ctx.pool, jti, new Date(exp * 1000))) {
       refuse(t('login.used'));
       return;

@@ -1,6 +1,7 @@
 /**
  * Console pages for bulk uploads: the list with a new-upload form (`/console/uploads`), a job's
- * page with live progress, its failed and skipped rows and the error report (`/console/uploads/{id}`).
+ * page with live progress, its failed and skipped rows and the error report (`/console/uploads/{id}`;
+ * the rows' reasons and the report for admin and operator only, as in the API).
  * The form posts to the same receiver as `POST /v1/bulk-uploads` (receiveBulkUpload) and starts
  * with startBulkUpload, as `POST /v1/bulk-uploads/{id}/start` does.
  */
@@ -66,7 +67,9 @@ export function uploadPages(ctx: PlatformContext): Router {
   router.get('/uploads/:id', async (req, res) => {
     const job = await jobOf(req, res);
     const { page, preview: previewId } = parse(jobQuery, req.query, 'query');
-    const preview = previewId ? await getPreview(ctx.pool, ctx.pii, job.upload_id, previewId) : null;
+    // Row reasons quote cells: admin and operator only, as the API's /errors and /previews (docs/decisions.md, "Trust II").
+    const seesReasons = callerOf(res).roles.some((r) => r === 'admin' || r === 'operator');
+    const preview = previewId && seesReasons ? await getPreview(ctx.pool, ctx.pii, job.upload_id, previewId) : null;
     // Before the start, an operator sees how the file's columns match the fields, to save as a mapping.
     let suggestions: Awaited<ReturnType<typeof matchSuggestions>> | null = null;
     let suggestionProblem: string | null = null;
@@ -87,10 +90,10 @@ export function uploadPages(ctx: PlatformContext): Router {
     // The reasons are stored sealed with the row's cells (they may quote them): opened for the caller's page only.
     const problemRows = rows.slice(0, ROWS_PER_PAGE).map(({ row_number, outcome, sealed, errors }) => ({
       row_number, outcome,
-      errors: (sealed ? openJson<{ errors: Reason[] }>(ctx.pii, sealed).errors : errors ?? []).map((e) => ({ ...e, label: e.field ? fields.get(e.field) ?? e.field : null })),
+      errors: !seesReasons ? [] : (sealed ? openJson<{ errors: Reason[] }>(ctx.pii, sealed).errors : errors ?? []).map((e) => ({ ...e, label: e.field ? fields.get(e.field) ?? e.field : null })),
     }));
     const view = req.header('hx-request') === 'true' && (req.header('hx-target') ?? '').includes('problem-rows') ? 'upload-rows' : 'upload';
-    renderPage(req, res, view, { job, suggestions, suggestionProblem, mappingName: mapping?.name ?? null, rows: problemRows, page, hasMore: rows.length > ROWS_PER_PAGE, perPage: ROWS_PER_PAGE, preview, fieldLabel: (name: string | null) => (name ? fields.get(name) ?? name : null) });
+    renderPage(req, res, view, { job, seesReasons, suggestions, suggestionProblem, mappingName: mapping?.name ?? null, rows: problemRows, page, hasMore: rows.length > ROWS_PER_PAGE, perPage: ROWS_PER_PAGE, preview, fieldLabel: (name: string | null) => (name ? fields.get(name) ?? name : null) });
   });
 
   router.post('/uploads/:id/start', consoleRole('admin', 'operator'), async (req, res) => {
@@ -122,7 +125,8 @@ export function uploadPages(ctx: PlatformContext): Router {
     await streamUploadProgress(ctx, callerOf(res).aggregatorId, String(req.params.id), res);
   });
 
-  router.get('/uploads/:id/errors.csv', async (req, res) => {
+  // Admin and operator only, as GET /v1/bulk-uploads/{id}/errors: the report holds the rows' raw cells.
+  router.get('/uploads/:id/errors.csv', consoleRole('admin', 'operator'), async (req, res) => {
     const job = await jobOf(req, res);
     const t = translator(languageOf(req));
     if (!job.errors_csv_object_key) throw new HttpError(404, t('uploads.noreport'));

@@ -61,7 +61,8 @@ const CALLER_CACHE_MAX = 10_000;
 /**
  * Requires a bearer token (RFC 6750) verified by `ctx.tokens` whose aggregator exists and is
  * approved (as read from the database at most CALLER_CACHE_MS ago); sets `res.locals.caller`.
- * Data scoping uses the caller, never ids from body or path.
+ * Data scoping uses the caller, never ids from body or path. A token minted for one purpose (a
+ * console sign-in link) is refused (401 invalid_token): `ctx.tokens.verify` takes bearer tokens only.
  */
 export function bearerAuth(ctx: PlatformContext): RequestHandler {
   // Requests arriving while an aggregator's lookup is in flight share it: when the remembered

@@ -1,9 +1,10 @@
 /**
  * `ldp console --aggregator ID [--role admin|operator|viewer] [--ttl 10m] [--url URL]`: prints a
  * short-lived, single-use sign-in link for the operator console (api/console/routes.ts): a token
- * of the built-in issuer with the aggregator's claims and `purpose: console-login`, exchanged once
- * at /console/login for a session. The base URL is the one `ldp upload` uses (--url,
- * AGGREGATOR_URL, else the running instance of DATA_DIR).
+ * of the built-in issuer with the aggregator's claims for the purpose `console-login` only
+ * (`issueForPurpose`: no bearer route accepts it), exchanged once at /console/login for a session.
+ * The base URL is the one `ldp upload` uses (--url, AGGREGATOR_URL, else the running instance of
+ * DATA_DIR).
  */
 import { findAggregator } from '../../lib/aggregator/aggregators.ts';
 import { CONSOLE_LINK_PURPOSE } from '../../lib/aggregator/console/sessions.ts';
@@ -23,8 +24,8 @@ export async function consoleLink(opts: { aggregator: string; role: string; ttl:
   const token = await withPlatformContext(async (ctx) => {
     const agg = await findAggregator(ctx.pool, opts.aggregator);
     if (!agg) throw new CliError(`No aggregator with id ${opts.aggregator}`);
-    return ctx.tokens.issueUser(`console:${agg.aggregator_id}:${opts.role}`, ttl, {
-      purpose: CONSOLE_LINK_PURPOSE, aggregator_id: agg.aggregator_id, org_id: agg.org_id, aggregator_type: agg.types, roles: [opts.role],
+    return ctx.tokens.issueForPurpose(CONSOLE_LINK_PURPOSE, `console:${agg.aggregator_id}:${opts.role}`, ttl, {
+      aggregator_id: agg.aggregator_id, org_id: agg.org_id, aggregator_type: agg.types, roles: [opts.role],
     });
   });
   process.stdout.write(`${new URL(`/console/login?token=${encodeURIComponent(token)}`, base).href}\n`);

@@ -10,6 +10,11 @@
  * Verification pins issuer, audience and an algorithm allow-list and checks exp/nbf (RFC 7519 §4.1),
  * so `alg: none`, forged, expired and foreign tokens all fail.
  *
+ * One use per token (docs/decisions.md, "One use per token; roles in the console"): a token minted
+ * for a purpose (`issueForPurpose`, e.g. the console sign-in link) carries a `purpose` claim and
+ * its own audience (`<JWT_AUDIENCE>:<purpose>`); `verifyPurpose` accepts only such a token of that
+ * purpose, and `verify`/`verifyAny` (every bearer route) refuse any token with a `purpose`.
+ *
  * A verified token is remembered, keyed by its exact text, for at most VERIFIED_TOKEN_TTL_MS and
  * never past its `exp`: a poller sending the same token hundreds of times a second pays for one
  * ECDSA/RSA verification, not one per request (docs/decisions.md, "Voice campaigns").
@@ -68,6 +73,12 @@ export interface TokenService {
    * claims, valid for `ttlSeconds`; `extra` claims (e.g. `email`) are added as they are.
    */
   issueUser(sub: string, ttlSeconds: number, extra?: Record<string, unknown>): Promise<string>;
+  /**
+   * Signs a token of the built-in issuer for one `purpose` only (e.g. `console-login`): subject
+   * `sub`, the `claims` as they are plus `purpose`, audience `<JWT_AUDIENCE>:<purpose>`, valid for
+   * `ttlSeconds`. Only `verifyPurpose(token, purpose)` accepts it; no bearer route does.
+   */
+  issueForPurpose(purpose: string, sub: string, ttlSeconds: number, claims?: Record<string, unknown>): Promise<string>;
   /** Verifies an aggregator's `token` and returns its claims. @throws TokenError (any failure: caller answers 401). */
   verify(token: string): Promise<AggregatorClaims>;
   /**
@@ -76,6 +87,12 @@ export interface TokenService {
    * @throws TokenError (any failure: caller answers 401).
    */
   verifyAny(token: string): Promise<VerifiedToken>;
+  /**
+   * Verifies a token minted by `issueForPurpose` for `purpose`: built-in issuer only, its purpose
+   * audience, the same `purpose` claim, exp/nbf, `sub`. Not cached (such tokens are used once).
+   * @throws TokenError (any failure, a bearer token included).
+   */
+  verifyPurpose(token: string, purpose: string): Promise<VerifiedToken>;
   /** Public keys of the built-in issuer (served at /.well-known/jwks.json). */
   jwks(): JSONWebKeySet;
 }
@@ -113,10 +130,11 @@ export async function createTokenService(config: Config): Promise<TokenService> 
     ? { issuer: config.OIDC_ISSUER, keys: createRemoteJWKSet(new URL(config.OIDC_JWKS_URL)), algorithms: config.OIDC_ALGORITHMS.split(',') }
     : undefined;
 
-  const sign = (sub: string, claims: Record<string, unknown>, ttlSeconds: number) => new SignJWT(claims)
+  const purposeAudience = (purpose: string) => `${config.JWT_AUDIENCE}:${purpose}`;
+  const sign = (sub: string, claims: Record<string, unknown>, ttlSeconds: number, audience = config.JWT_AUDIENCE) => new SignJWT(claims)
     .setProtectedHeader({ alg, kid: privateJwk.kid, typ: 'JWT' })
     .setIssuer(config.JWT_ISSUER)
-    .setAudience(config.JWT_AUDIENCE)
+    .setAudience(audience)
     .setSubject(sub)
     .setIssuedAt()
     .setNotBefore('0s')
@@ -136,17 +154,24 @@ export async function createTokenService(config: Config): Promise<TokenService> 
     return result;
   };
 
-  const verifyUncached = async (token: string): Promise<VerifiedToken> => {
-    let issuer: unknown;
+  /** Verifies `token` as a bearer token (no `purpose`) or, given `purpose`, as a token of that purpose only. */
+  const verifyUncached = async (token: string, purpose?: string): Promise<VerifiedToken> => {
+    let claims;
     try {
-      issuer = decodeJwt(token).iss;
+      claims = decodeJwt(token);
     } catch {
       throw new TokenError('malformed bearer token');
     }
+    // Refusing on the unverified claim is safe; the claims verified below are these same bytes.
+    if (claims.purpose !== purpose) {
+      throw new TokenError(purpose ? `not a ${purpose} token` : `a single-use ${String(claims.purpose)} token is not a bearer token`);
+    }
+    const { iss: issuer } = claims;
     const verifier: { keys: JWTVerifyGetKey; issuer: string; audience: string; algorithms: string[] } | undefined =
-      issuer === config.JWT_ISSUER ? { keys: localKeys, issuer: config.JWT_ISSUER, audience: config.JWT_AUDIENCE, algorithms: [alg] }
-        : oidc && issuer === oidc.issuer ? { ...oidc, audience: config.OIDC_AUDIENCE ?? config.JWT_AUDIENCE }
-          : undefined;
+      purpose ? (issuer === config.JWT_ISSUER ? { keys: localKeys, issuer, audience: purposeAudience(purpose), algorithms: [alg] } : undefined)
+        : issuer === config.JWT_ISSUER ? { keys: localKeys, issuer: config.JWT_ISSUER, audience: config.JWT_AUDIENCE, algorithms: [alg] }
+          : oidc && issuer === oidc.issuer ? { ...oidc, audience: config.OIDC_AUDIENCE ?? config.JWT_AUDIENCE }
+            : undefined;
     if (!verifier) throw new TokenError('token issuer is not trusted');
     let payload: unknown;
     try {
@@ -167,8 +192,13 @@ export async function createTokenService(config: Config): Promise<TokenService> 
       const { sub, ...rest } = aggregatorClaimsSchema.parse(claims);
       return sign(sub, rest, ttlSeconds);
     },
-    issueUser: (sub, ttlSeconds, extra = {}) => sign(sub, extra, ttlSeconds),
+    async issueUser(sub, ttlSeconds, extra = {}) {
+      if ('purpose' in extra) throw new Error('issueUser: a token with a purpose is minted by issueForPurpose');
+      return sign(sub, extra, ttlSeconds);
+    },
+    issueForPurpose: (purpose, sub, ttlSeconds, claims = {}) => sign(sub, { ...claims, purpose }, ttlSeconds, purposeAudience(purpose)),
     verifyAny,
+    verifyPurpose: (token, purpose) => verifyUncached(token, purpose),
     async verify(token) {
       const { aggregator } = await verifyAny(token);
       if (!aggregator) throw new TokenError('token lacks the aggregator claims (aggregator_id, org_id, aggregator_type, roles)');

@@ -9,45 +9,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { catalogueKeys } from '../../api/console/render.ts';
 import { csv, createUpload, startUpload } from '../helpers/bulk-upload.ts';
 import { runLdp } from '../helpers/cli.ts';
-import { consoleLinkFor } from '../helpers/console.ts';
+import { ConsoleClient, consoleLinkFor } from '../helpers/console.ts';
 import { createVoiceJob, phones, seedSeekers } from '../helpers/voice.ts';
 import { startTestPlatform, type TestAggregator, type TestPlatform } from '../helpers/platform.ts';
-
-/** A cookie jar for one browser-like client: sign-in through the link, then the page's CSRF token. */
-class ConsoleClient {
-  cookies = new Map<string, string>();
-  constructor(readonly base: string) {}
-  private keep(res: request.Response) {
-    for (const line of (res.headers['set-cookie'] as unknown as string[] | undefined) ?? []) {
-      const [pair] = line.split(';');
-      const [name, ...value] = pair.split('=');
-      if (value.join('=') === '') this.cookies.delete(name);
-      else this.cookies.set(name, value.join('='));
-    }
-    return res;
-  }
-  cookieHeader() {
-    return [...this.cookies].map(([k, v]) => `${k}=${v}`).join('; ');
-  }
-  async get(path: string, accept = 'text/html') {
-    return this.keep(await request(this.base).get(path).set('cookie', this.cookieHeader()).set('accept', accept));
-  }
-  async post(path: string, form: Record<string, string | string[]>) {
-    return this.keep(await request(this.base).post(path).set('cookie', this.cookieHeader()).type('form').send(form));
-  }
-  /** The CSRF token of the page at `path`. */
-  async csrf(path = '/console/uploads') {
-    const res = await this.get(path);
-    return /name="_csrf" value="([^"]+)"/.exec(res.text)![1];
-  }
-  async signIn(link: string) {
-    const url = new URL(link);
-    const page = await this.get(url.pathname + url.search);
-    const token = /name="token" value="([^"]+)"/.exec(page.text)![1];
-    const csrf = /name="_csrf" value="([^"]+)"/.exec(page.text)![1];
-    return this.post('/console/login', { _csrf: csrf, token });
-  }
-}
 
 describe('operator console over HTTP', () => {
   let platform: TestPlatform;

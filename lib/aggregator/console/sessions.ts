@@ -7,7 +7,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Queryable } from '../../platform/db.ts';
 import type { AggregatorClaims } from '../../platform/tokens.ts';
 
-/** The `purpose` claim of a console link token (a user token of the built-in issuer). */
+/** The purpose of a console link token (`tokens.issueForPurpose`): it signs in to the console once, and is no bearer token. */
 export const CONSOLE_LINK_PURPOSE = 'console-login';
 
 const hash = (value: string) => createHash('sha256').update(value, 'utf8').digest();
