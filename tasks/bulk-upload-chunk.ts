@@ -5,9 +5,17 @@
  *
  * Each row ends as exactly one of:
  * - failed: every field error of coercion (lib/bulk/row-coercion.ts), or signals refused the item;
- * - skipped: it repeats an earlier row of the file (see tasks/bulk-upload-stage.ts), or its phone,
- *   e-mail or external id is already registered with this aggregator;
- * - passed: participant stored (identity encrypted) and pushed to signals as an item.
+ *   in upsert and update uploads also a row that would take another participant's phone, e-mail
+ *   or external id (lib/aggregator/bulk/upsert.ts);
+ * - skipped: it repeats an earlier row of the file (see tasks/bulk-upload-stage.ts); in create
+ *   uploads its phone, e-mail or external id is already registered with this aggregator; in update
+ *   uploads it names no registered participant;
+ * - created: participant stored (identity encrypted) and pushed to signals as an item;
+ * - updated (upsert, update): its participant changed, under the same item id, pushed again, the
+ *   changed fields' names recorded in `participant_changes`; a participant a sync upload paused is
+ *   made live again;
+ * - unchanged (upsert, update): nothing written (most are settled at staging, by content hash).
+ * `passed` counts created + updated + unchanged.
  *
  * Inside the transaction, batch by batch (signals' request size): participants are inserted first
  * (their unique indexes find keys already registered, and guard against a concurrent upload or
@@ -16,13 +24,15 @@
  * counters commit together, after every push succeeded. A failed push throws: the transaction
  * rolls back and graphile-worker retries the chunk. Participant ids derive from upload id and row
  * number, so the retry pushes the very same items again (signals answers `unchanged`) and nothing
- * is created or counted twice.
+ * is created or counted twice. An update locks its participant and compares with what is stored
+ * in the same transaction, so a retried chunk finds the same changes, and two uploads changing one
+ * participant apply in turn, the later over the earlier.
  */
 import type { Task } from 'graphile-worker';
 import { withReportColumnsIgnored, type SealedRow } from '../lib/aggregator/bulk/error-report.ts';
 import { openJson, sealJson } from '../lib/aggregator/bulk/sealed.ts';
 import { matchHeaders } from '../lib/aggregator/bulk/header-match.ts';
-import { createRowCoercer, type FieldError, type RowOutcome } from '../lib/aggregator/bulk/row-coercion.ts';
+import { createRowCoercer, type CoercedParticipant, type FieldError, type RowOutcome } from '../lib/aggregator/bulk/row-coercion.ts';
 import { FINISH_TASK, loadBulkUpload, type BulkUploadRecord, type ChunkPayload, type UploadPayload } from '../lib/aggregator/bulk/upload-jobs.ts';
 import type { PlatformContext } from '../lib/context.ts';
 import { withTransaction, type PoolClient } from '../lib/platform/db.ts';
@@ -30,9 +40,10 @@ import type { ItemInput, LifecycleStatus } from '../lib/network/items.ts';
 import { enqueue } from '../lib/platform/jobs.ts';
 import { goLiveStatus, type Domain } from '../lib/network/config.ts';
 import {
-  bulkParticipantIds, deleteParticipants, findRegistered, insertParticipants, participantItem, participantKeys,
-  recordLifecycle, type NewParticipant,
+  backfillContentHashes, bulkParticipantIds, deleteParticipants, findRegistered, insertParticipants, participantItem, participantKeys,
+  recordChanges, recordLifecycle, updateParticipants, writeParticipants, type NewParticipant, type ParticipantChange, type StoredColumns,
 } from '../lib/aggregator/participants.ts';
+import { mappedFields, planRows, type PlanScope, type StoredParticipant } from '../lib/aggregator/bulk/upsert.ts';
 import { createSignalsClient, itemPerson, MAX_ITEMS_PER_REQUEST } from '../lib/clients/signals-client.ts';
 import { keyFields, registeredReasons, repeatReasons } from '../lib/aggregator/bulk/duplicates.ts';
 import type { StagedRow } from './bulk-upload-stage.ts';
@@ -50,12 +61,28 @@ interface RowResult {
   errors: FieldError[];
 }
 
-type Coercer = (values: string[]) => RowOutcome;
+interface Coercer {
+  coerce: (values: string[]) => RowOutcome;
+  /** The fields the upload's mapping sets (an update changes only those). */
+  mapped: Set<string>;
+}
 
+/** A row to push: a participant created, or one updated (`stored` as it was, for undoing a refused push). */
 interface Candidate extends NewParticipant {
   rowNumber: number;
   cells: string[];
   item: ItemInput;
+  update?: { stored: StoredParticipant; fields: string[]; resume: boolean };
+  contentHash?: Buffer;
+}
+
+/** What a chunk's rows came to. */
+interface ChunkOutcome {
+  /** The rows that did not pass. */
+  results: RowResult[];
+  created: number;
+  updated: number;
+  unchanged: number;
 }
 
 /** The `bulk-upload-chunk` task (see the module comment); idempotent: a chunk marked done is left alone. */
@@ -67,7 +94,7 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
     if (!coerce) {
       const headers = job.headers ?? [];
       const mapping = matchHeaders(domain, headers, withReportColumnsIgnored(headers, job.column_map, new Set(domain.fields.map((f) => f.name))));
-      coerce = createRowCoercer(ctx.network, domain, mapping);
+      coerce = { coerce: createRowCoercer(ctx.network, domain, mapping), mapped: mappedFields(mapping) };
       coercers.set(job.upload_id, coerce);
       if (coercers.size > 8) coercers.delete(coercers.keys().next().value!);
     }
@@ -87,12 +114,11 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
       // Chunks staged before issue 15 hold plaintext `rows`. The sealed text (~1 MB) is let go at once.
       const rows = chunk.rows_sealed ? openJson<StagedRow[]>(ctx.pii, chunk.rows_sealed) : chunk.rows ?? [];
       chunk.rows_sealed = null;
-      const rowCount = rows.length;
-      const results = await onboardRows(client, job, domain, coercerFor(job, domain), rows);
+      const { results, created, updated, unchanged } = await onboardRows(client, job, domain, coercerFor(job, domain), rows);
 
       const failed = results.filter((r) => r.outcome === 'failed').length;
       const skipped = results.length - failed;
-      const passed = rowCount - results.length;
+      const passed = created + updated + unchanged;
       if (results.length) {
         // Cells and reasons (which may quote a cell) encrypted: PII at rest (lib/aggregator/bulk/sealed.ts).
         await client.query(
@@ -104,13 +130,15 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
           })))]);
       }
       await client.query(
-        `UPDATE aggregator.bulk_upload_chunks SET done_at = now(), rows = NULL, rows_sealed = NULL, passed = $3, failed = $4, skipped = $5
-          WHERE upload_id = $1 AND chunk_index = $2`, [uploadId, chunkIndex, passed, failed, skipped]);
+        `UPDATE aggregator.bulk_upload_chunks SET done_at = now(), rows = NULL, rows_sealed = NULL, passed = $3, failed = $4, skipped = $5,
+                created = $6, updated = $7, unchanged = $8
+          WHERE upload_id = $1 AND chunk_index = $2`, [uploadId, chunkIndex, passed, failed, skipped, created, updated, unchanged]);
       // The row lock of this update orders chunks finishing together: exactly one sees the last count.
       const { rows: [progress] } = await client.query<{ chunks_done: number; chunk_count: number }>(
         `UPDATE aggregator.bulk_uploads
-            SET passed = passed + $2, failed = failed + $3, skipped = skipped + $4, chunks_done = chunks_done + 1, updated_at = now()
-          WHERE upload_id = $1 RETURNING chunks_done, chunk_count`, [uploadId, passed, failed, skipped]);
+            SET passed = passed + $2, failed = failed + $3, skipped = skipped + $4, created = created + $5, updated = updated + $6,
+                unchanged = unchanged + $7, chunks_done = chunks_done + 1, updated_at = now()
+          WHERE upload_id = $1 RETURNING chunks_done, chunk_count`, [uploadId, passed, failed, skipped, created, updated, unchanged]);
       if (progress.chunks_done === progress.chunk_count) {
         await enqueue(client, { task: FINISH_TASK, payload: { upload_id: uploadId } satisfies UploadPayload, jobKey: `${FINISH_TASK}:${uploadId}` });
       }
@@ -119,47 +147,60 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
 
   /**
    * Coerces, checks, stores and pushes `rows` (taking them out of the array batch by batch);
-   * returns the rows that did not pass. Works in batches
+   * returns the rows that did not pass and the counts of those that did. Works in batches
    * of the size signals takes per request: while one batch is pushed, the next is coerced and
-   * inserted (at most PUSHES_IN_FLIGHT pushes at a time).
+   * stored (at most PUSHES_IN_FLIGHT pushes at a time).
    * @throws SignalsUnavailableError (the caller's transaction rolls back; the chunk is retried)
    */
-  async function onboardRows(client: PoolClient, job: BulkUploadRecord, domain: Domain, coerce: Coercer, rows: StagedRow[]): Promise<RowResult[]> {
+  async function onboardRows(client: PoolClient, job: BulkUploadRecord, domain: Domain, coercer: Coercer, rows: StagedRow[]): Promise<ChunkOutcome> {
     const results: RowResult[] = [];
     const fields = keyFields(domain);
     const participantIdOf = bulkParticipantIds(job.upload_id);
     const scope = { aggregatorId: job.aggregator_id, orgId: job.org_id, domain };
+    const plan: PlanScope | undefined = job.mode === 'create' ? undefined
+      : { aggregatorId: job.aggregator_id, uploadId: job.upload_id, domain, mode: job.mode, mapped: coercer.mapped };
     // ctx.urls are final only once the services listen, so the client is made per chunk.
     const signals = createSignalsClient({ baseUrl: ctx.urls.signals, apiKey: ctx.internalApiKey, maxBodyBytes: ctx.config.HTTP_BODY_LIMIT });
     const origin = { createdBy: `aggregator:${job.aggregator_id}`, instanceUrl: ctx.urls.aggregator };
-    const refused: string[] = [];
+    const refused: Candidate[] = [];
     const answeredOtherwise: { participantId: string; lifecycleStatus: LifecycleStatus }[] = [];
+    const updated: Candidate[] = [];
+    let created = 0;
+    let unchanged = 0;
     const inFlight = new Set<Promise<void>>();
     let pushFailure: unknown;
 
-    /** Coerces and checks a batch, inserts what is new; returns the participants stored. */
+    const candidate = (rowNumber: number, cells: string[], participantId: string, participant: CoercedParticipant, keys = participantKeys(ctx.pii, participant)): Candidate => {
+      const item = participantItem(ctx.network, domain, participantId, participant, origin);
+      return {
+        participantId, participant, keys, item,
+        lifecycleStatus: goLiveStatus(domain, item.item_state), bulkUploadId: job.upload_id, rowNumber, cells,
+      };
+    };
+
+    /** Coerces and checks a batch, stores what is new or changed; returns the participants to push. */
     const store = async (batch: StagedRow[]): Promise<Candidate[]> => {
-      const candidates: Candidate[] = [];
+      const coerced: { rowNumber: number; cells: string[]; participant: CoercedParticipant }[] = [];
       for (const [rowNumber, cells, repeats] of batch) {
         if (repeats) {
           results.push({ rowNumber, cells, outcome: 'skipped', errors: repeatReasons(repeats) });
           continue;
         }
-        const outcome = coerce(cells);
-        if (!outcome.ok) {
-          results.push({ rowNumber, cells, outcome: 'failed', errors: outcome.errors });
-          continue;
-        }
-        const participantId = participantIdOf(rowNumber);
-        const item = participantItem(ctx.network, domain, participantId, outcome.participant, origin);
-        candidates.push({
-          participantId, participant: outcome.participant, keys: participantKeys(ctx.pii, outcome.participant), item,
-          lifecycleStatus: goLiveStatus(domain, item.item_state), bulkUploadId: job.upload_id, rowNumber, cells,
-        });
+        const outcome = coercer.coerce(cells);
+        if (!outcome.ok) results.push({ rowNumber, cells, outcome: 'failed', errors: outcome.errors });
+        else coerced.push({ rowNumber, cells, participant: outcome.participant });
+      }
+      let candidates: Candidate[];
+      let changed: Candidate[] = [];
+      if (!plan) {
+        candidates = coerced.map((c) => candidate(c.rowNumber, c.cells, participantIdOf(c.rowNumber), c.participant));
+      } else {
+        ({ candidates, changed } = await planAndUpdate(coerced));
       }
       // Inserted first: the unique indexes find the keys already registered with the aggregator, so
       // only the rows left out are looked up (for their reasons), not every row of every batch.
       const inserted = await insertParticipants(client, ctx.pii, scope, candidates);
+      created += inserted.size;
       const left = candidates.filter((c) => !inserted.has(c.participantId));
       if (left.length) {
         const registered = await findRegistered(client, job.aggregator_id, domain.name, left.map((c) => c.keys));
@@ -168,12 +209,46 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
           // None found: its holder was deleted meanwhile (the generic reason; the row was not stored).
           const field = (c.keys.phoneIndex ? fields.phone : c.keys.emailIndex ? fields.email : fields.externalId) ?? '(row)';
           results.push({
-            rowNumber: c.rowNumber, cells: c.cells, outcome: 'skipped',
+            // An upsert fails a row taking another's key (taken since its plan was made); create skips it.
+            rowNumber: c.rowNumber, cells: c.cells, outcome: plan ? 'failed' : 'skipped',
             errors: reasons.length ? reasons : [{ field, message: `${field} already registered with this aggregator` }],
           });
         }
       }
-      return left.length ? candidates.filter((c) => inserted.has(c.participantId)) : candidates;
+      return [...(left.length ? candidates.filter((c) => inserted.has(c.participantId)) : candidates), ...changed];
+    };
+
+    /**
+     * Upsert and update uploads: plans the coerced rows against their stored participants (locked),
+     * writes the changed ones; answers the participants to create and those changed.
+     */
+    const planAndUpdate = async (coerced: { rowNumber: number; cells: string[]; participant: CoercedParticipant }[]) => {
+      const plans = await planRows(client, ctx.pii, plan!, coerced.map((c) => ({ participant: c.participant, keys: participantKeys(ctx.pii, c.participant) })), true);
+      const candidates: Candidate[] = [];
+      const changed: Candidate[] = [];
+      const backfill: { participantId: string; hash: Buffer }[] = [];
+      plans.forEach((p, i) => {
+        const { rowNumber, cells, participant } = coerced[i];
+        if (p.kind === 'create') candidates.push(candidate(rowNumber, cells, participantIdOf(rowNumber), participant));
+        else if (p.kind === 'unchanged') {
+          unchanged++;
+          if (p.backfill) backfill.push({ participantId: p.stored.participant_id, hash: p.backfill });
+        } else if (p.kind !== 'update') {
+          results.push({ rowNumber, cells, outcome: p.kind, errors: p.errors });
+        } else {
+          const c = candidate(rowNumber, cells, p.stored.participant_id, p.participant, p.keys);
+          c.contentHash = p.hash;
+          // What signals will answer: a paused or retired item keeps its status through an update.
+          if (p.stored.lifecycle_status === 'paused' || p.stored.lifecycle_status === 'retired') c.lifecycleStatus = p.stored.lifecycle_status;
+          c.update = { stored: p.stored, fields: p.changes.map((ch) => ch.field), resume: p.resume };
+          changed.push(c);
+        }
+      });
+      await backfillContentHashes(client, backfill);
+      await updateParticipants(client, ctx.pii, scope, changed.map((c) => ({
+        participantId: c.participantId, participant: c.participant, keys: c.keys, contentHash: c.contentHash!, resume: c.update!.resume,
+      })));
+      return { candidates, changed };
     };
 
     /**
@@ -189,9 +264,12 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
       stored.forEach((c, i) => {
         const answer = answers[i];
         if (answer.outcome === 'invalid' || answer.outcome === 'conflict' || !answer.lifecycle_status) {
-          refused.push(c.participantId);
+          refused.push(c);
           results.push({ rowNumber: c.rowNumber, cells: c.cells, outcome: 'failed', errors: [{ field: '(item)', message: `signals refused the item: ${answer.message ?? answer.outcome}` }] });
-        } else if (answer.lifecycle_status !== c.lifecycleStatus) {
+          return;
+        }
+        if (c.update) updated.push(c);
+        if (answer.lifecycle_status !== c.lifecycleStatus) {
           answeredOtherwise.push({ participantId: c.participantId, lifecycleStatus: answer.lifecycle_status });
         }
       });
@@ -211,8 +289,47 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
     }
     await Promise.all(inFlight);
     if (pushFailure !== undefined) throw pushFailure;
-    await deleteParticipants(client, refused);
+    // A refused new participant goes; a refused change is undone (the participant as it was read).
+    const refusedNew = refused.filter((c) => !c.update);
+    created -= refusedNew.length;
+    await deleteParticipants(client, refusedNew.map((c) => c.participantId));
+    await writeParticipants(client, job.aggregator_id, refused.flatMap((c) => (c.update ? [storedColumns(c.update.stored)] : [])));
+    await resumePaused(updated, answeredOtherwise);
     await recordLifecycle(client, answeredOtherwise);
-    return results.sort((a, b) => a.rowNumber - b.rowNumber);
+    await recordChanges(client, job.aggregator_id, updated.flatMap((c): ParticipantChange[] => [
+      ...(c.update!.fields.length ? [{ participantId: c.participantId, uploadId: job.upload_id, rowNumber: c.rowNumber, kind: 'updated' as const, fields: c.update!.fields }] : []),
+      ...(c.update!.resume ? [{ participantId: c.participantId, uploadId: job.upload_id, rowNumber: c.rowNumber, kind: 'resumed' as const, fields: ['lifecycle_status'] }] : []),
+    ]));
+    return { results: results.sort((a, b) => a.rowNumber - b.rowNumber), created, updated: updated.length, unchanged };
+
+    /**
+     * Makes the participants a sync upload paused, and this file holds again, live (or draft, as
+     * the go-live rules say) in signals; their answered statuses join `statuses`.
+     */
+    async function resumePaused(changed: Candidate[], statuses: { participantId: string; lifecycleStatus: LifecycleStatus }[]): Promise<void> {
+      const resumed = changed.filter((c) => c.update!.resume);
+      if (!resumed.length) return;
+      const answers = await signals.setLifecycle(resumed.map((c) => ({ item_id: c.participantId, lifecycle_status: goLiveStatus(domain, c.item.item_state) })));
+      answers.forEach((a, i) => {
+        if (a.lifecycle_status) statuses.push({ participantId: resumed[i].participantId, lifecycleStatus: a.lifecycle_status });
+      });
+    }
   }
+}
+
+/** A participant's columns as read (`findMatches` with `full`), to write back. */
+function storedColumns(stored: StoredParticipant): StoredColumns {
+  return {
+    participant_id: stored.participant_id,
+    name_encrypted: stored.name_encrypted ?? null,
+    phone_encrypted: stored.phone_encrypted ?? null,
+    email_encrypted: stored.email_encrypted ?? null,
+    phone_index: stored.phone_index?.toString('hex') ?? null,
+    email_index: stored.email_index?.toString('hex') ?? null,
+    external_id: stored.external_id,
+    profile: stored.profile ?? {},
+    locations: stored.locations ?? [],
+    content_hash: stored.content_hash?.toString('hex') ?? null,
+    resume: false,
+  };
 }

@@ -14,6 +14,13 @@
  * The whole file is read before any row is onboarded: a file-level problem (unreadable file,
  * header that does not match, malformed CSV mid-file) fails the job with the reason and nothing
  * onboarded. A retried attempt starts the staging over; a finished staging is never redone.
+ *
+ * Upsert and update uploads (issue 30): each row's participant is looked up here, 1000 rows a
+ * query, and a row whose content hash equals its participant's is settled as `unchanged` — not
+ * staged, nothing written — so that re-uploading a list costs a read per row. A sync upload also
+ * finds the participants the file no longer holds (lib/aggregator/bulk/upsert.ts), which are
+ * paused once its rows are done; more than the operator confirmed at start fails the job before
+ * anything is written.
  */
 import type { Task } from 'graphile-worker';
 import { withReportColumnsIgnored } from '../lib/aggregator/bulk/error-report.ts';
@@ -29,6 +36,11 @@ import { withTransaction } from '../lib/platform/db.ts';
 import { sealJson } from '../lib/aggregator/bulk/sealed.ts';
 import { enqueue, enqueueMany } from '../lib/platform/jobs.ts';
 import { createRepeatTracker, type Repeat } from '../lib/aggregator/bulk/duplicates.ts';
+import { findMatches, participantsNotHeld, resumable } from '../lib/aggregator/bulk/upsert.ts';
+import { contentHash, participantKeys, type ParticipantKeys } from '../lib/aggregator/participants.ts';
+import type { PiiCrypto } from '../lib/platform/crypto.ts';
+import type { Domain } from '../lib/network/config.ts';
+import type { Pool } from '../lib/platform/db.ts';
 
 /** A staged row: spreadsheet row number, cells, and the earlier rows it repeats (if any). */
 export type StagedRow = [rowNumber: number, cells: string[], repeats?: Repeat[]];
@@ -49,6 +61,7 @@ export function bulkUploadStage(ctx: PlatformContext): Task {
 
     const chunkRows = ctx.config.BULK_UPLOAD_CHUNK_ROWS;
     const repeatsOf = createRepeatTracker(domain);
+    const settle = job.mode === 'create' ? undefined : createUnchangedFilter(ctx.pool, ctx.pii, job.aggregator_id, domain, job.sync);
     let chunks = 0;
     let total = 0;
     let table: Table | undefined;
@@ -70,16 +83,25 @@ export function bulkUploadStage(ctx: PlatformContext): Task {
       const coerce = createRowCoercer(ctx.network, domain,
         matchHeaders(domain, table.headers, withReportColumnsIgnored(table.headers, job.column_map, fieldNames)));
       let rows: StagedRow[] = [];
+      const stage = async (staged: StagedRow[]) => {
+        for (const row of staged) {
+          rows.push(row);
+          if (rows.length === chunkRows) {
+            await write(rows);
+            rows = [];
+          }
+        }
+      };
       // Blank rows never reach here (lib/aggregator/bulk/table.ts skips them).
       for await (const row of table.rows) {
         total++;
-        const repeats = repeatsOf(coerce(row.values), row.rowNumber);
-        rows.push(repeats ? [row.rowNumber, row.values, repeats] : [row.rowNumber, row.values]);
-        if (rows.length === chunkRows) {
-          await write(rows);
-          rows = [];
-        }
+        const outcome = coerce(row.values);
+        const repeats = repeatsOf(outcome, row.rowNumber);
+        const staged: StagedRow = repeats ? [row.rowNumber, row.values, repeats] : [row.rowNumber, row.values];
+        if (!settle) await stage([staged]);
+        else await stage(await settle.offer(staged, outcome.ok ? outcome.participant : outcome.keys, outcome.ok && !repeats));
       }
+      if (settle) await stage(await settle.drain());
       if (rows.length) await write(rows);
       await writing;
     } catch (err) {
@@ -92,13 +114,27 @@ export function bulkUploadStage(ctx: PlatformContext): Task {
       return;
     }
 
+    const toPause = job.sync && settle ? await settle.toPause() : [];
+    if (job.sync && toPause.length > (job.confirm_pause ?? 0)) {
+      await ctx.pool.query('DELETE FROM aggregator.bulk_upload_chunks WHERE upload_id = $1', [uploadId]);
+      await failBulkUpload(ctx.pool, uploadId, `the file now leaves ${toPause.length} participants to pause, more than the ${job.confirm_pause ?? 0} `
+        + 'confirmed at start (participants were added since the dry run); nothing was written: upload the file again and confirm the new count');
+      return;
+    }
+    const unchanged = settle?.unchanged() ?? 0;
     await withTransaction(ctx.pool, async (client) => {
       const { rowCount } = await client.query(
         `UPDATE aggregator.bulk_uploads
-            SET headers = $2, encoding = $3, sheet = $4, staged_at = now(), total_rows = $5, chunk_count = $6, updated_at = now()
+            SET headers = $2, encoding = $3, sheet = $4, staged_at = now(), total_rows = $5, chunk_count = $6, updated_at = now(),
+                unchanged = unchanged + $7, passed = passed + $7, to_pause = CASE WHEN sync THEN $8::int END
           WHERE upload_id = $1 AND status = 'running' AND staged_at IS NULL`,
-        [uploadId, table!.headers, table!.encoding ?? null, table!.sheet ?? null, total, chunks]);
+        [uploadId, table!.headers, table!.encoding ?? null, table!.sheet ?? null, total, chunks, unchanged, toPause.length]);
       if (!rowCount) return;
+      if (toPause.length) {
+        await client.query(
+          'INSERT INTO aggregator.bulk_upload_pauses (upload_id, participant_id) SELECT $1, unnest($2::uuid[]) ON CONFLICT DO NOTHING',
+          [uploadId, toPause]);
+      }
       if (chunks === 0) {
         await enqueue(client, { task: FINISH_TASK, payload: { upload_id: uploadId } satisfies UploadPayload, jobKey: `${FINISH_TASK}:${uploadId}` });
         return;
@@ -107,5 +143,69 @@ export function bulkUploadStage(ctx: PlatformContext): Task {
         task: CHUNK_TASK, payload: { upload_id: uploadId, chunk_index: index } satisfies ChunkPayload, jobKey: `${CHUNK_TASK}:${uploadId}:${index}`,
       })));
     });
+  };
+}
+
+/** Rows looked up per query while staging an upsert (one query for this many rows). */
+const LOOKUP_ROWS = 1000;
+/** Lookups under way at once while the file is read on. */
+const LOOKUPS_IN_FLIGHT = 2;
+
+/**
+ * Settles the unchanged rows of an upsert or update upload while its file is staged (see the
+ * module comment). `offer(row, participant, hashable)` takes rows in file order and answers the
+ * rows to stage, in file order, as their lookups complete (`drain()` the rest at the end);
+ * `participant` (or a failed row's keys) names the row's participant, and only a `hashable` row (it
+ * passed coercion and repeats no earlier row) can be unchanged. `unchanged()` counts the rows
+ * settled; `toPause()` (sync) lists the live and draft participants of the domain no row named.
+ */
+export function createUnchangedFilter(pool: Pool, pii: PiiCrypto, aggregatorId: string, domain: Domain, sync: boolean) {
+  interface Offered { row: StagedRow; keys?: ParticipantKeys; hash?: Buffer }
+  let batch: Offered[] = [];
+  const inFlight: Promise<StagedRow[]>[] = [];
+  const held = new Set<string>();
+  let unchanged = 0;
+
+  const lookup = async (offered: Offered[]): Promise<StagedRow[]> => {
+    const keyed = offered.filter((o) => o.keys);
+    const matches = await findMatches(pool, aggregatorId, domain, keyed.map((o) => o.keys!));
+    const staged: StagedRow[] = [];
+    const settled = new Set<Offered>();
+    keyed.forEach((o, i) => {
+      const stored = matches[i];
+      if (!stored) return;
+      if (sync) held.add(stored.participant_id);
+      if (o.hash && stored.content_hash?.equals(o.hash) && !resumable(stored)) settled.add(o);
+    });
+    for (const o of offered) {
+      if (settled.has(o)) unchanged++;
+      else staged.push(o.row);
+    }
+    return staged;
+  };
+  const flush = () => {
+    if (batch.length) {
+      const looking = lookup(batch);
+      looking.catch(() => {}); // awaited in turn; a failure is thrown there, not as an unhandled rejection
+      inFlight.push(looking);
+    }
+    batch = [];
+  };
+
+  return {
+    async offer(row: StagedRow, participant: Parameters<typeof participantKeys>[1] | undefined, hashable: boolean): Promise<StagedRow[]> {
+      batch.push(participant
+        ? { row, keys: participantKeys(pii, participant), hash: hashable ? contentHash(pii, participant.profile) : undefined }
+        : { row });
+      if (batch.length < LOOKUP_ROWS) return [];
+      flush();
+      return inFlight.length > LOOKUPS_IN_FLIGHT ? inFlight.shift()! : [];
+    },
+    async drain(): Promise<StagedRow[]> {
+      flush();
+      return (await Promise.all(inFlight.splice(0))).flat();
+    },
+    unchanged: () => unchanged,
+    toPause: () => participantsNotHeld(pool, aggregatorId, domain, held),
   };
 }

@@ -3,10 +3,10 @@
  * onboarding II"; lib/aggregator/bulk/saved-mappings.ts). Mounted before the bulk-upload routes,
  * so that `/v1/bulk-uploads/mappings` is never taken for an upload id.
  *
- * - `POST   /v1/bulk-uploads/mappings`          {name, participant_type, mapping} → 201 {id, version, …}
+ * - `POST   /v1/bulk-uploads/mappings`          {name, participant_type, mapping, mode?} → 201 {id, version, …}
  * - `GET    /v1/bulk-uploads/mappings`          `{mappings: [...]}`: the newest version of each mapping not retired (`?participant_type=`)
  * - `GET    /v1/bulk-uploads/mappings/{id}`     the newest version (`?version=N` for another), retired ones too
- * - `PUT    /v1/bulk-uploads/mappings/{id}`     {name?, mapping} → 200 the new version (409 when retired)
+ * - `PUT    /v1/bulk-uploads/mappings/{id}`     {name?, mapping, mode?} → 200 the new version (409 when retired)
  * - `DELETE /v1/bulk-uploads/mappings/{id}`     retires it → 204
  */
 import { Router, type Response } from 'express';
@@ -14,6 +14,7 @@ import { z } from 'zod';
 import {
   createSavedMapping, getSavedMapping, listSavedMappings, retireSavedMapping, updateSavedMapping,
 } from '../../lib/aggregator/bulk/saved-mappings.ts';
+import { UPLOAD_MODES } from '../../lib/aggregator/bulk/upsert.ts';
 import type { PlatformContext } from '../../lib/context.ts';
 import type { Domain } from '../../lib/network/config.ts';
 import { assertDomainAllowed, callerOf, requireRole } from '../http/auth.ts';
@@ -25,14 +26,18 @@ import { mappingOrBadRequest } from './bulk-uploads.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const name = z.string().trim().min(1, 'name must not be empty').max(200);
+const mode = z.enum(UPLOAD_MODES).optional()
+  .meta({ description: 'the mode of uploads made with this mapping unless they give one: create (default), upsert or update' });
 export const mappingCreateBody = z.object({
   name,
   participant_type: z.string().min(1),
   mapping: z.record(z.string(), z.unknown(), { error: 'mapping must be a JSON object' }),
+  mode,
 });
 export const mappingUpdateBody = z.object({
   name: name.optional(),
   mapping: z.record(z.string(), z.unknown(), { error: 'mapping must be a JSON object' }),
+  mode: mode.meta({ description: 'the new version\'s mode (default: the current one\'s)' }),
 });
 export const mappingQuery = z.object({ version: z.coerce.number().int().min(1).max(PG_INT_MAX).optional() });
 export const mappingListQuery = z.object({ participant_type: z.string().min(1).optional() });
@@ -62,7 +67,7 @@ export function bulkMappingRoutes(ctx: PlatformContext): Router {
     const mapping = mappingOrBadRequest(ctx, domain, body.mapping, 'mapping');
     const caller = callerOf(res);
     const saved = await createSavedMapping(ctx.pool, {
-      aggregatorId: caller.aggregatorId, name: body.name, participantType: domain.name, mapping, createdBy: caller.subject,
+      aggregatorId: caller.aggregatorId, name: body.name, participantType: domain.name, mapping, mode: body.mode, createdBy: caller.subject,
     });
     res.status(201).location(`/v1/bulk-uploads/mappings/${saved.id}`).json(saved);
   });
@@ -87,7 +92,7 @@ export function bulkMappingRoutes(ctx: PlatformContext): Router {
     const current = await getSavedMapping(ctx.pool, caller.aggregatorId, id);
     if (!current) throw new HttpError(404, `No saved mapping ${id}`);
     const mapping = mappingOrBadRequest(ctx, domainOf(res, current.participant_type), body.mapping, 'mapping');
-    const updated = await updateSavedMapping(ctx.pool, caller.aggregatorId, id, { name: body.name ?? current.name, mapping, createdBy: caller.subject });
+    const updated = await updateSavedMapping(ctx.pool, caller.aggregatorId, id, { name: body.name ?? current.name, mapping, mode: body.mode, createdBy: caller.subject });
     if (updated.outcome === 'not_found') throw new HttpError(404, `No saved mapping ${id}`);
     if (updated.outcome === 'retired') throw new HttpError(409, `The saved mapping ${id} is retired; save a new one`, { code: 'mapping_retired' });
     res.json(updated.mapping);
@@ -108,7 +113,7 @@ export const mappingIdParams = z.object({ id: z.string().regex(/^[0-9a-fA-F]{8}-
 export const savedMappingSchema = z.object({
   id: z.uuid(), version: z.int().min(1), name: z.string(), participant_type: z.string(),
   mapping: z.record(z.string(), z.unknown()).meta({ description: 'the mapping as normalised (README, bulk onboarding: mappings)' }),
-  created_by: z.string(), created_at: z.string(), retired_at: z.string().nullable(), latest_version: z.int().min(1),
+  mode: z.enum(UPLOAD_MODES), created_by: z.string(), created_at: z.string(), retired_at: z.string().nullable(), latest_version: z.int().min(1),
 }).meta({ id: 'SavedMapping' });
 const TAGS = ['bulk uploads'];
 const writerErrors = { 403: 'Role viewer, or the caller may not onboard this participant type' };

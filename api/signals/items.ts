@@ -5,6 +5,7 @@
  * - `POST /api/v1/items/batch`              upsert 1..1000 items, one result per item
  * - `GET  /api/v1/items/{item_id}`          one item record
  * - `POST /api/v1/items/{item_id}/lifecycle` {lifecycle_status} explicit move (draft, live, paused, retired)
+ * - `POST /api/v1/items/lifecycle`          {items: [{item_id, lifecycle_status}]} 1..1000 moves, one result per item
  * - `GET  /api/v1/items?after=&limit=`      items changed since a cursor, oldest first (reconciliation feed)
  * An upserted item may carry `person` (ciphertexts and blind indexes only, lib/signals/people.ts
  * `ItemPerson`): the item is then linked to that person's user, found or created (issue 7).
@@ -15,7 +16,7 @@ import type { PlatformContext } from '../../lib/context.ts';
 import { withTransaction } from '../../lib/platform/db.ts';
 import {
   createItemStateValidators, getItem, itemInputProblem, itemInputSchema, LifecycleError, LIFECYCLE_STATUSES,
-  listItemsChangedSince, setLifecycleStatus, upsertItems, type ItemPerson,
+  listItemsChangedSince, setLifecycleStatus, setLifecycleStatuses, upsertItems, type ItemPerson,
 } from '../../lib/network/items.ts';
 import { itemPersonProblem, linkItemsToPeople } from '../../lib/signals/people.ts';
 import { HttpError } from '../http/errors.ts';
@@ -39,6 +40,9 @@ export const personSchema = z.strictObject({
   email_index: hex32.optional(),
 });
 export const lifecycleSchema = z.object({ lifecycle_status: z.enum(LIFECYCLE_STATUSES) });
+export const lifecycleBatchSchema = z.object({
+  items: z.array(z.object({ item_id: itemInputSchema.shape.item_id, lifecycle_status: z.enum(LIFECYCLE_STATUSES) })).min(1).max(MAX_BATCH_ITEMS),
+});
 export const feedSchema = z.object({
   after: z.string().refine((cursor) => {
     const [updatedAt, itemId, ...rest] = cursor.split(',');
@@ -132,6 +136,16 @@ export function itemRoutes(ctx: PlatformContext): Router {
     }
   });
 
+  router.post('/items/lifecycle', async (req, res) => {
+    const { items } = parse(lifecycleBatchSchema, req.body);
+    const { results } = await withTransaction(ctx.pool, (client) => setLifecycleStatuses(client, ctx.network, items));
+    const count = (o: string) => results.filter((r) => r.outcome === o).length;
+    res.json({
+      results: results.map((r, index) => ({ index, ...r })),
+      summary: { total: results.length, moved: count('moved'), unchanged: count('unchanged'), not_found: count('not_found'), refused: count('refused') },
+    });
+  });
+
   router.get('/items', async (req, res) => {
     const { after, limit } = parse(feedSchema, req.query, 'query');
     const [updatedAt, itemId] = after ? after.split(',') : [];
@@ -169,6 +183,13 @@ const batchResponseSchema = z.object({
     total: z.int(), created: z.int(), updated: z.int(), unchanged: z.int(), conflict: z.int(), invalid: z.int(),
   }),
 });
+const lifecycleBatchResponseSchema = z.object({
+  results: z.array(z.object({
+    index: z.int().min(0), item_id: z.uuid(), outcome: z.enum(['moved', 'unchanged', 'not_found', 'refused']),
+    lifecycle_status: z.enum(LIFECYCLE_STATUSES).optional(), message: z.string().optional(),
+  })),
+  summary: z.object({ total: z.int(), moved: z.int(), unchanged: z.int(), not_found: z.int(), refused: z.int() }),
+});
 const feedResponseSchema = z.object({
   items: z.array(itemRecordDoc),
   next_cursor: z.string().nullable().meta({ description: 'pass as `after` for the next page; null on the last page' }),
@@ -201,6 +222,11 @@ export const itemRouteDocs: RouteDoc[] = [
     params: idParam, body: { schema: lifecycleSchema, example: API_EXAMPLES.lifecycle },
     responses: { 200: { description: 'The item after the move', schema: itemRecordDoc } },
     errors: { 404: 'No such item', 409: 'The move is not allowed (retired is final; live needs the go-live rules met)' },
+  },
+  {
+    method: 'POST', path: '/api/v1/items/lifecycle', summary: `Move 1..${MAX_BATCH_ITEMS} items to other lifecycle statuses, one result per item`, tags: ['items'], security: 'apiKey',
+    description: 'Each move is checked as for POST /api/v1/items/{item_id}/lifecycle; a refused or unknown item never rejects the others.',
+    body: { schema: lifecycleBatchSchema }, responses: { 200: { description: 'One result per move, in order', schema: lifecycleBatchResponseSchema } },
   },
   {
     method: 'GET', path: '/api/v1/items', summary: 'Items changed since a cursor, oldest first (the reconciliation feed)', tags: ['items'], security: 'apiKey',

@@ -36,8 +36,11 @@ export interface DomainRollup {
   uploads: {
     total: number;
     by_status: Record<string, number>;
-    /** Row outcomes summed over the domain's uploads. */
-    rows: { passed: number; failed: number; skipped: number };
+    /**
+     * Row outcomes summed over the domain's uploads (passed = created + updated + unchanged), and
+     * the participants sync uploads paused (issue 30).
+     */
+    rows: { passed: number; failed: number; skipped: number; created: number; updated: number; unchanged: number; paused: number };
   };
   /** live / total participants (0..1, 4 decimals; 0 without participants). */
   live_share: number;
@@ -71,7 +74,8 @@ export async function computeDashboard(pool: Pool, network: Network, aggregatorI
   const client = await pool.connect();
   let computedAt: Date;
   let participants: { domain: string; status: string; bulk: boolean; n: number; last: Date }[];
-  let uploads: { domain: string; status: string; n: number; passed: number; failed: number; skipped: number; last: Date }[];
+  let uploads: { domain: string; status: string; n: number; passed: number; failed: number; skipped: number; created: number; updated: number;
+    unchanged: number; paused: number; last: Date }[];
   try {
     await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
     computedAt = (await client.query<{ now: Date }>('SELECT now()')).rows[0].now;
@@ -81,7 +85,8 @@ export async function computeDashboard(pool: Pool, network: Network, aggregatorI
          FROM aggregator.participants WHERE aggregator_id = $1 GROUP BY 1, 2, 3`, [aggregatorId])).rows;
     uploads = (await client.query(
       `SELECT participant_type AS domain, status, count(*)::int AS n, sum(passed)::int AS passed, sum(failed)::int AS failed,
-              sum(skipped)::int AS skipped, max(updated_at) AS last
+              sum(skipped)::int AS skipped, sum(created)::int AS created, sum(updated)::int AS updated,
+              sum(unchanged)::int AS unchanged, sum(paused)::int AS paused, max(updated_at) AS last
          FROM aggregator.bulk_uploads WHERE aggregator_id = $1 GROUP BY 1, 2`, [aggregatorId])).rows;
     await client.query('COMMIT');
   } catch (err) {
@@ -115,6 +120,10 @@ export async function computeDashboard(pool: Pool, network: Network, aggregatorI
           passed: ups.reduce((a, u) => a + u.passed, 0),
           failed: ups.reduce((a, u) => a + u.failed, 0),
           skipped: ups.reduce((a, u) => a + u.skipped, 0),
+          created: ups.reduce((a, u) => a + u.created, 0),
+          updated: ups.reduce((a, u) => a + u.updated, 0),
+          unchanged: ups.reduce((a, u) => a + u.unchanged, 0),
+          paused: ups.reduce((a, u) => a + u.paused, 0),
         },
       },
       live_share: total ? Number((byStatus.live / total).toFixed(4)) : 0,

@@ -25,6 +25,15 @@ export function bulkParticipantIds(uploadId: string): (rowNumber: number) => str
   return (rowNumber) => uuidv5(String(rowNumber), namespace);
 }
 
+/**
+ * The content hash of a participant's profile (identity fields included): HMAC-SHA-256 under the
+ * PII blind-index key of its JSON with the keys sorted, so equal profiles hash equal whatever the
+ * column order, and the hash reveals nothing of a phone to whoever reads the table.
+ */
+export function contentHash(pii: PiiCrypto, profile: Record<string, unknown>): Buffer {
+  return pii.blindIndex('participant-content', JSON.stringify(profile, Object.keys(profile).sort()));
+}
+
 /** The keys that make two participants of one aggregator the same participant. */
 export interface ParticipantKeys {
   /** HMAC blind index of the E.164 phone. */
@@ -107,8 +116,9 @@ export interface NewParticipant {
 
 /**
  * Inserts `participants` of one aggregator and domain in one statement, inside the caller's
- * transaction: identity fields encrypted with `pii`, the rest of the profile as JSON, `pushed_at`
- * now when a lifecycle status is given. A row whose phone, e-mail or external id is taken
+ * transaction: identity fields encrypted with `pii`, the rest of the profile as JSON, the content
+ * hash of the profile (so that an upsert finds an unchanged row by it), `pushed_at` now when a
+ * lifecycle status is given. A row whose phone, e-mail or external id is taken
  * meanwhile (the unique indexes are the final guard) is left out.
  * @returns the ids actually inserted.
  */
@@ -131,24 +141,123 @@ export async function insertParticipants(
     external_id: keys.externalId ?? null,
     profile: without(p.profile, identityFields),
     locations: p.locations,
+    content_hash: contentHash(pii, p.profile).toString('hex'),
     lifecycle_status: lifecycleStatus ?? null,
     bulk_upload_id: bulkUploadId ?? null,
     row_number: rowNumber ?? null,
   }));
   const { rows: inserted } = await client.query<{ participant_id: string }>(
     `INSERT INTO aggregator.participants (participant_id, aggregator_id, org_id, domain, item_type, name_encrypted,
-       phone_encrypted, email_encrypted, phone_index, email_index, external_id, profile, locations, lifecycle_status,
+       phone_encrypted, email_encrypted, phone_index, email_index, external_id, profile, locations, content_hash, lifecycle_status,
        pushed_at, bulk_upload_id, row_number)
      SELECT x.participant_id, $2, $3, $4, $5, x.name_encrypted, x.phone_encrypted, x.email_encrypted,
             decode(x.phone_index, 'hex'), decode(x.email_index, 'hex'), x.external_id, x.profile, x.locations,
-            x.lifecycle_status, CASE WHEN x.lifecycle_status IS NOT NULL THEN now() END, x.bulk_upload_id, x.row_number
+            decode(x.content_hash, 'hex'), x.lifecycle_status, CASE WHEN x.lifecycle_status IS NOT NULL THEN now() END,
+            x.bulk_upload_id, x.row_number
        FROM json_to_recordset($1::json) AS x(participant_id uuid, name_encrypted text, phone_encrypted text,
          email_encrypted text, phone_index text, email_index text, external_id text, profile jsonb, locations jsonb,
-         lifecycle_status text, bulk_upload_id uuid, row_number integer)
+         content_hash text, lifecycle_status text, bulk_upload_id uuid, row_number integer)
      ON CONFLICT DO NOTHING
      RETURNING participant_id`,
     [JSON.stringify(rows), scope.aggregatorId, scope.orgId, scope.domain.name, scope.domain.itemType]);
   return new Set(inserted.map((r) => r.participant_id));
+}
+
+/** A stored participant changed by an upload row (lib/aggregator/bulk/upsert.ts `RowPlan` update). */
+export interface ParticipantUpdate {
+  participantId: string;
+  participant: CoercedParticipant;
+  keys: ParticipantKeys;
+  contentHash: Buffer;
+  /** Made live again: the pause of a sync upload is lifted (the status itself is recorded from signals' answer). */
+  resume: boolean;
+}
+
+/**
+ * Writes `updates` of one aggregator's participants in one statement, in the caller's
+ * transaction: identity re-encrypted with `pii`, blind indexes, profile, locations, content hash;
+ * `paused_by_upload_id` cleared when resumed. The caller holds their row locks (`findMatches` with
+ * `lock`) and has checked that no other participant holds their keys; a concurrent taker makes
+ * the statement fail (unique index), and the caller's transaction with it.
+ */
+export async function updateParticipants(client: PoolClient, pii: PiiCrypto, scope: { aggregatorId: string; domain: Domain }, updates: ParticipantUpdate[]): Promise<void> {
+  if (updates.length === 0) return;
+  const identityFields = fieldNames(scope.domain, 'identity');
+  const enc = (v: string | undefined) => (v === undefined ? null : pii.encrypt(v));
+  await writeParticipants(client, scope.aggregatorId, updates.map(({ participantId, participant: p, keys, contentHash: hash, resume }) => ({
+    participant_id: participantId,
+    name_encrypted: enc(p.identity.name),
+    phone_encrypted: enc(p.identity.phone),
+    email_encrypted: enc(p.identity.email),
+    phone_index: keys.phoneIndex?.toString('hex') ?? null,
+    email_index: keys.emailIndex?.toString('hex') ?? null,
+    external_id: keys.externalId ?? null,
+    profile: without(p.profile, identityFields),
+    locations: p.locations,
+    content_hash: hash.toString('hex'),
+    resume,
+  })));
+}
+
+/** The columns of a participant an update writes, as stored (ciphertexts, hex of the blind indexes and hash). */
+export interface StoredColumns {
+  participant_id: string;
+  name_encrypted: string | null;
+  phone_encrypted: string | null;
+  email_encrypted: string | null;
+  phone_index: string | null;
+  email_index: string | null;
+  external_id: string | null;
+  profile: Record<string, unknown>;
+  locations: unknown[];
+  content_hash: string | null;
+  /** Clears paused_by_upload_id. */
+  resume: boolean;
+}
+
+/**
+ * Writes participants' columns back as they were read (`rows`), in the caller's transaction: an
+ * update that signals refused is undone so.
+ */
+export async function writeParticipants(client: PoolClient, aggregatorId: string, rows: StoredColumns[]): Promise<void> {
+  if (rows.length === 0) return;
+  await client.query(
+    `UPDATE aggregator.participants AS p SET name_encrypted = x.name_encrypted, phone_encrypted = x.phone_encrypted,
+            email_encrypted = x.email_encrypted, phone_index = decode(x.phone_index, 'hex'), email_index = decode(x.email_index, 'hex'),
+            external_id = x.external_id, profile = x.profile, locations = x.locations, content_hash = decode(x.content_hash, 'hex'),
+            paused_by_upload_id = CASE WHEN x.resume THEN NULL ELSE p.paused_by_upload_id END, updated_at = now()
+       FROM json_to_recordset($1::json) AS x(participant_id uuid, name_encrypted text, phone_encrypted text, email_encrypted text,
+         phone_index text, email_index text, external_id text, profile jsonb, locations jsonb, content_hash text, resume boolean)
+      WHERE p.participant_id = x.participant_id AND p.aggregator_id = $2`,
+    [JSON.stringify(rows), aggregatorId]);
+}
+
+/** Records the content hash of participants stored before content hashes were kept (an unchanged row's only write). */
+export async function backfillContentHashes(client: PoolClient, hashes: { participantId: string; hash: Buffer }[]): Promise<void> {
+  if (hashes.length === 0) return;
+  await client.query(
+    `UPDATE aggregator.participants AS p SET content_hash = x.hash FROM unnest($1::uuid[], $2::bytea[]) AS x(id, hash)
+      WHERE p.participant_id = x.id AND p.content_hash IS NULL`,
+    [hashes.map((h) => h.participantId), hashes.map((h) => h.hash)]);
+}
+
+/** One entry of a participant's change history. */
+export interface ParticipantChange {
+  participantId: string;
+  uploadId: string;
+  rowNumber: number | null;
+  kind: 'updated' | 'paused' | 'resumed';
+  fields: string[];
+}
+
+/** Appends to the change history (`aggregator.participant_changes`) in one statement. */
+export async function recordChanges(client: PoolClient, aggregatorId: string, changes: ParticipantChange[]): Promise<void> {
+  if (changes.length === 0) return;
+  await client.query(
+    `INSERT INTO aggregator.participant_changes (participant_id, aggregator_id, upload_id, row_number, kind, changed_fields)
+     SELECT x.participant_id, $2, x.upload_id, x.row_number, x.kind, x.fields
+       FROM json_to_recordset($1::json) AS x(participant_id uuid, upload_id uuid, row_number integer, kind text, fields text[])`,
+    [JSON.stringify(changes.map((c) => ({ participant_id: c.participantId, upload_id: c.uploadId, row_number: c.rowNumber, kind: c.kind, fields: c.fields }))), aggregatorId]);
 }
 
 /** Names of the domain's fields with the `private` or `identity` annotation; computed once per domain (run per row in bulk onboarding). */

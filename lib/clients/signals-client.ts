@@ -3,7 +3,8 @@
  * DESIGN.md "Shape"). Calls carry the platform's internal key in `x-api-key`.
  *
  * Items go to `POST /api/v1/items/batch` (api/signals/items.ts): at most 1000 items and at most
- * the configured body size per request, one result per item.
+ * the configured body size per request, one result per item; lifecycle moves to
+ * `POST /api/v1/items/lifecycle`, 1000 a request.
  */
 import type { PiiCrypto } from '../platform/crypto.ts';
 import type { ItemInput, ItemPerson, LifecycleStatus } from '../network/items.ts';
@@ -44,6 +45,14 @@ export class SignalsUnavailableError extends Error {
   name = 'SignalsUnavailableError';
 }
 
+/** Signals' per-item answer of a lifecycle move (lib/network/items.ts `LifecycleMoveResult`). */
+export interface LifecycleMoveAnswer {
+  item_id: string;
+  outcome: 'moved' | 'unchanged' | 'not_found' | 'refused';
+  lifecycle_status?: LifecycleStatus;
+  message?: string;
+}
+
 export interface SignalsClient {
   /**
    * Upserts `items` (any number; split into requests of at most 1000 items and `maxBodyBytes`),
@@ -52,6 +61,12 @@ export interface SignalsClient {
    * @throws SignalsUnavailableError
    */
   pushItems(items: PushedItem[]): Promise<ItemPushResult[]>;
+  /**
+   * Moves items to lifecycle statuses (any number; 1000 a request), one answer per move, in input
+   * order. A repeated move answers `unchanged`, so a failed call may simply be repeated.
+   * @throws SignalsUnavailableError
+   */
+  setLifecycle(moves: { item_id: string; lifecycle_status: LifecycleStatus }[]): Promise<LifecycleMoveAnswer[]>;
 }
 
 export const MAX_ITEMS_PER_REQUEST = 1000;
@@ -63,24 +78,26 @@ export const MAX_ITEMS_PER_REQUEST = 1000;
 export function createSignalsClient(options: { baseUrl: string; apiKey: string; maxBodyBytes: number; timeoutMs?: number }): SignalsClient {
   const { apiKey, maxBodyBytes, timeoutMs = 120_000 } = options;
   const batchUrl = new URL('/api/v1/items/batch', options.baseUrl).href;
+  const lifecycleUrl = new URL('/api/v1/items/lifecycle', options.baseUrl).href;
 
-  async function post(encoded: string[]): Promise<ItemPushResult[]> {
+  /** POSTs `{"items": [...encoded]}` to `url`; the results in input order. */
+  async function post<T>(url: string, encoded: string[]): Promise<T[]> {
     let res: Response;
     try {
-      res = await fetch(batchUrl, {
+      res = await fetch(url, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-api-key': apiKey, ...requestIdHeader() },
         body: `{"items":[${encoded.join(',')}]}`,
         signal: AbortSignal.timeout(timeoutMs),
       });
     } catch (err) {
-      throw new SignalsUnavailableError(`signals did not answer ${batchUrl}: ${(err as Error).message}`, { cause: err });
+      throw new SignalsUnavailableError(`signals did not answer ${url}: ${(err as Error).message}`, { cause: err });
     }
     const text = await res.text().catch(() => '');
     if (res.status !== 200) {
       throw new SignalsUnavailableError(`signals answered ${res.status} to a batch of ${encoded.length} items: ${text.slice(0, 300)}`);
     }
-    let body: { results?: (ItemPushResult & { index: number })[] };
+    let body: { results?: (T & { index: number })[] };
     try {
       body = JSON.parse(text);
     } catch {
@@ -89,7 +106,7 @@ export function createSignalsClient(options: { baseUrl: string; apiKey: string; 
     if (!Array.isArray(body.results) || body.results.length !== encoded.length) {
       throw new SignalsUnavailableError(`signals answered a batch of ${encoded.length} items with ${body.results?.length ?? 'no'} results`);
     }
-    return body.results.sort((a, b) => a.index - b.index).map(({ index: _index, ...r }) => r);
+    return body.results.sort((a, b) => a.index - b.index).map(({ index: _index, ...r }) => r as T);
   }
 
   return {
@@ -102,14 +119,21 @@ export function createSignalsClient(options: { baseUrl: string; apiKey: string; 
         const json = JSON.stringify(item);
         const size = Buffer.byteLength(json) + 1;
         if (batch.length && (batch.length === MAX_ITEMS_PER_REQUEST || bytes + size > budget)) {
-          results.push(...await post(batch));
+          results.push(...await post<ItemPushResult>(batchUrl, batch));
           batch = [];
           bytes = 0;
         }
         batch.push(json);
         bytes += size;
       }
-      if (batch.length) results.push(...await post(batch));
+      if (batch.length) results.push(...await post<ItemPushResult>(batchUrl, batch));
+      return results;
+    },
+    async setLifecycle(moves) {
+      const results: LifecycleMoveAnswer[] = [];
+      for (let i = 0; i < moves.length; i += MAX_ITEMS_PER_REQUEST) {
+        results.push(...await post<LifecycleMoveAnswer>(lifecycleUrl, moves.slice(i, i + MAX_ITEMS_PER_REQUEST).map((m) => JSON.stringify(m))));
+      }
       return results;
     },
   };

@@ -245,28 +245,63 @@ export class LifecycleError extends Error {
   name = 'LifecycleError';
 }
 
+/** One item's answer to a lifecycle move (`setLifecycleStatuses`). */
+export interface LifecycleMoveResult {
+  item_id: string;
+  /** moved; unchanged (already there); not_found; refused (retired is final, or live needs the go-live rules). */
+  outcome: 'moved' | 'unchanged' | 'not_found' | 'refused';
+  lifecycle_status?: LifecycleStatus;
+  message?: string;
+}
+
 /**
- * Moves an item to `status` and enqueues its re-indexing (a promotion to live must make it
- * findable; a retirement removes it from the index). Going `live` requires the go-live rules.
+ * Moves items to other lifecycle statuses in one statement, and enqueues one re-indexing job for
+ * those moved (a promotion to live must make an item findable; a pause or retirement removes it
+ * from search). Going `live` requires the go-live rules. Rows are locked in id order.
+ * @returns one result per move, in order, and the record of every item found (after its move).
+ */
+export async function setLifecycleStatuses(client: PoolClient, network: Network, moves: { item_id: string; lifecycle_status: LifecycleStatus }[]):
+  Promise<{ results: LifecycleMoveResult[]; records: Map<string, ItemRecord> }> {
+  const ids = moves.map((m) => m.item_id.toLowerCase());
+  const { rows } = await client.query<ItemRecord>(
+    `SELECT ${RECORD_COLUMNS} FROM signals.items WHERE item_id = ANY($1::uuid[]) ORDER BY item_id FOR UPDATE`, [ids]);
+  const records = new Map(rows.map((r) => [r.item_id, r]));
+  const moved = new Map<string, LifecycleStatus>();
+  const results = moves.map(({ lifecycle_status: status }, i): LifecycleMoveResult => {
+    const item = records.get(ids[i]);
+    if (!item) return { item_id: ids[i], outcome: 'not_found', message: `No item ${ids[i]}` };
+    const current = moved.get(item.item_id) ?? item.lifecycle_status;
+    if (current === status) return { item_id: item.item_id, outcome: 'unchanged', lifecycle_status: status };
+    const refuse = (message: string): LifecycleMoveResult => ({ item_id: item.item_id, outcome: 'refused', lifecycle_status: current, message });
+    if (!TRANSITIONS[current].includes(status)) return refuse(`cannot move a ${current} item to ${status}`);
+    const domain = network.domains.get(item.item_domain);
+    if (status === 'live' && domain && goLiveStatus(domain, item.item_state) !== 'live') {
+      return refuse(`cannot go live: ${domain.goLiveRequired.join(', ')} must all have values`);
+    }
+    moved.set(item.item_id, status);
+    return { item_id: item.item_id, outcome: 'moved', lifecycle_status: status };
+  });
+  if (moved.size) {
+    const { rows: updated } = await client.query<ItemRecord>(
+      `UPDATE signals.items AS i SET lifecycle_status = x.status, updated_at = now()
+         FROM unnest($1::uuid[], $2::text[]) AS x(id, status) WHERE i.item_id = x.id RETURNING ${RECORD_COLUMNS}`,
+      [[...moved.keys()], [...moved.values()]]);
+    for (const r of updated) records.set(r.item_id, r);
+    await enqueue(client, { task: SEARCH_INDEX_TASK, payload: { items: updated } satisfies IndexItemsPayload, priority: SEARCH_INDEX_PRIORITY });
+  }
+  return { results, records };
+}
+
+/**
+ * Moves one item to `status` (`setLifecycleStatuses`).
  * @returns the updated record, or null when the item does not exist.
  * @throws LifecycleError when the move is not allowed (retired is final) or the rules are unmet.
  */
 export async function setLifecycleStatus(client: PoolClient, network: Network, itemId: string, status: LifecycleStatus): Promise<ItemRecord | null> {
-  const { rows } = await client.query<ItemRecord>(`SELECT ${RECORD_COLUMNS} FROM signals.items WHERE item_id = $1 FOR UPDATE`, [itemId]);
-  const item = rows[0];
-  if (!item) return null;
-  if (item.lifecycle_status === status) return item;
-  if (!TRANSITIONS[item.lifecycle_status].includes(status)) {
-    throw new LifecycleError(`cannot move a ${item.lifecycle_status} item to ${status}`);
-  }
-  const domain = network.domains.get(item.item_domain);
-  if (status === 'live' && domain && goLiveStatus(domain, item.item_state) !== 'live') {
-    throw new LifecycleError(`cannot go live: ${domain.goLiveRequired.join(', ')} must all have values`);
-  }
-  const { rows: [updated] } = await client.query<ItemRecord>(
-    `UPDATE signals.items SET lifecycle_status = $2, updated_at = now() WHERE item_id = $1 RETURNING ${RECORD_COLUMNS}`, [itemId, status]);
-  await enqueue(client, { task: SEARCH_INDEX_TASK, payload: { items: [updated] } satisfies IndexItemsPayload, priority: SEARCH_INDEX_PRIORITY });
-  return updated;
+  const { results: [result], records } = await setLifecycleStatuses(client, network, [{ item_id: itemId, lifecycle_status: status }]);
+  if (result.outcome === 'not_found') return null;
+  if (result.outcome === 'refused') throw new LifecycleError(result.message!);
+  return records.get(result.item_id)!;
 }
 
 /**

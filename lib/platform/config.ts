@@ -83,8 +83,20 @@ export const configSchema = z.object({
   /** Rows per bulk-upload chunk: the unit processed (and redone after a crash) in one transaction. */
   BULK_UPLOAD_CHUNK_ROWS: positiveInt.max(50_000).default(5000),
   // Issue 17 (bulk onboarding II): how long POST /v1/bulk-uploads/{id}/preview waits for the dry
-  // run before answering 202 with the preview to poll (0: never waits).
+  // run before answering 202 with the preview to poll (0: never waits); POST …/match waits as long
+  // for suggestions the worker has not stored yet (then 409).
   BULK_PREVIEW_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(10_000),
+  // A sync upload (issue 30) pausing more than this share of the aggregator's live and draft
+  // participants of the domain needs allow_large_pause: a truncated file must never empty a network.
+  BULK_SYNC_MAX_PAUSE_FRACTION: z.coerce.number().min(0).max(1).default(0.2),
+  // Issue 29 (Trust II): Server-Sent Events streams (api/http/event-stream.ts) per caller and per
+  // process (429 with Retry-After beyond), and how long one stream lasts before it asks the client to reconnect.
+  /** Open event streams one caller (an aggregator) may hold on one process. */
+  EVENT_STREAMS_PER_CALLER: positiveInt.max(1000).default(10),
+  /** Open event streams one process serves in all. */
+  EVENT_STREAMS_MAX: positiveInt.max(100_000).default(200),
+  /** Longest life of one event stream (s); it then ends with a `reconnect` event. */
+  EVENT_STREAM_MAX_SECONDS: positiveInt.max(86_400).default(300),
 
   // Issue 15 (hardening): retention of bulk-upload data and the limits of an uploaded table
   // (docs/decisions.md "Hardening").

@@ -17,6 +17,9 @@ export interface CreateOptions {
   file: Buffer;
   filename?: string;
   columnMap?: Record<string, string | null>;
+  /** create (the default), upsert or update (issue 30). */
+  mode?: string;
+  sync?: boolean;
 }
 
 /** `POST /v1/bulk-uploads` (multipart); returns the supertest response. */
@@ -24,6 +27,8 @@ export function createUpload(platform: TestPlatform, token: string, options: Cre
   let req = request(platform.url('aggregator')).post('/v1/bulk-uploads').set('authorization', `Bearer ${token}`);
   if (options.participantType !== undefined) req = req.field('participant_type', options.participantType);
   if (options.columnMap) req = req.field('column_map', JSON.stringify(options.columnMap));
+  if (options.mode) req = req.field('mode', options.mode);
+  if (options.sync !== undefined) req = req.field('sync', String(options.sync));
   return req.attach('file', options.file, options.filename ?? 'upload.csv');
 }
 

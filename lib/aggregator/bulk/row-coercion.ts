@@ -39,7 +39,11 @@ export interface CoercedParticipant {
   locations: { lat: number; lng: number; label?: string }[];
 }
 
-export type RowOutcome = { ok: true; participant: CoercedParticipant } | { ok: false; errors: FieldError[] };
+/**
+ * A row coerced: the participant, or every field error; a failed row still carries the keys
+ * (identity, external id) of the fields that coerced well, which name its participant.
+ */
+export type RowOutcome = { ok: true; participant: CoercedParticipant } | { ok: false; errors: FieldError[]; keys?: CoercedParticipant };
 
 /** A value that could not be coerced, with the message saying why. */
 export class Bad {
@@ -78,14 +82,8 @@ export function createRowCoercer(network: Network, domain: Domain, mapping: Colu
   });
   const unnamed = mapping.unnamed ?? [];
   const width = mapping.width ?? Infinity;
-  const external = domain.fields.find((f) => f.externalId)?.name;
   const latitude = domain.fields.find((f) => f.location === 'latitude')?.name;
   const longitude = domain.fields.find((f) => f.location === 'longitude')?.name;
-  const identity = {
-    name: domain.fields.find((f) => f.identity === 'name')?.name,
-    phone: domain.fields.find((f) => f.identity === 'phone')?.name,
-    email: domain.fields.find((f) => f.identity === 'email')?.name,
-  };
 
   return (values) => {
     const profile: Record<string, unknown> = {};
@@ -114,18 +112,45 @@ export function createRowCoercer(network: Network, domain: Domain, mapping: Colu
       if (!errors?.some((e) => e.field === missing)) (errors ??= []).push({ field: missing, message: `${missing} is required when ${given} is given` });
     }
     if (!domain.validate(profile)) errors = schemaErrors(domain, fields, profile, domain.validate.errors ?? [], errors ?? []);
-    if (errors) return { ok: false, errors };
-
-    const participant: CoercedParticipant = { profile, identity: {}, locations: [] };
-    if (identity.name && profile[identity.name] !== undefined) participant.identity.name = profile[identity.name] as string;
-    if (identity.phone && profile[identity.phone] !== undefined) participant.identity.phone = profile[identity.phone] as string;
-    if (identity.email && profile[identity.email] !== undefined) participant.identity.email = profile[identity.email] as string;
-    if (external && profile[external] !== undefined) participant.externalId = String(profile[external]);
-    if (latitude && longitude && profile[latitude] !== undefined) {
-      participant.locations.push({ lat: profile[latitude] as number, lng: profile[longitude] as number });
+    if (errors) {
+      // The keys that coerced well still name the row's participant (a sync upload keeps it: issue 30).
+      const bad = new Set(errors.map((e) => e.field));
+      for (const field of bad) delete profile[field];
+      return { ok: false, errors, keys: participantOf(domain, profile) };
     }
-    return { ok: true, participant };
+    return { ok: true, participant: participantOf(domain, profile) };
   };
+}
+
+/**
+ * The schema errors of a whole `profile` of `domain` (its compiled Ajv validator, allErrors), one
+ * FieldError per field and rule as for a row; null when it is valid. An upsert validates the
+ * stored profile merged with a row's fields with it (issue 30).
+ */
+export function profileErrors(domain: Domain, profile: Record<string, unknown>): FieldError[] | null {
+  if (domain.validate(profile)) return null;
+  return schemaErrors(domain, new Map(domain.fields.map((f) => [f.name, f])), profile, domain.validate.errors ?? [], []);
+}
+
+/**
+ * The participant a valid `profile` of `domain` makes: identity (name, phone, e-mail), external
+ * id and location read from the fields annotated so (`x-identity`, `x-external-id`,
+ * `x-location`). The profile is kept, not copied.
+ */
+export function participantOf(domain: Domain, profile: Record<string, unknown>): CoercedParticipant {
+  const participant: CoercedParticipant = { profile, identity: {}, locations: [] };
+  let latitude: number | undefined;
+  let longitude: number | undefined;
+  for (const field of domain.fields) {
+    const value = profile[field.name];
+    if (value === undefined) continue;
+    if (field.identity) participant.identity[field.identity] = value as string;
+    if (field.externalId) participant.externalId = String(value);
+    if (field.location === 'latitude') latitude = value as number;
+    if (field.location === 'longitude') longitude = value as number;
+  }
+  if (latitude !== undefined && longitude !== undefined) participant.locations.push({ lat: latitude, lng: longitude });
+  return participant;
 }
 
 /**

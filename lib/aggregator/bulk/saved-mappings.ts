@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import type { Pool, Queryable } from '../../platform/db.ts';
 import { withTransaction } from '../../platform/db.ts';
 import type { Mapping } from './mapping.ts';
+import type { UploadMode } from './upsert.ts';
 
 /** A saved mapping as the API returns it (one version). */
 export interface SavedMappingJson {
@@ -16,6 +17,8 @@ export interface SavedMappingJson {
   name: string;
   participant_type: string;
   mapping: Mapping;
+  /** The mode of uploads made with this mapping unless they say otherwise (issue 30). */
+  mode: UploadMode;
   created_by: string;
   created_at: string;
   retired_at: string | null;
@@ -24,18 +27,18 @@ export interface SavedMappingJson {
 }
 
 const iso = (column: string) => `to_char(m.${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS ${column}`;
-const COLUMNS = `m.mapping_id AS id, m.version, m.name, m.participant_type, m.mapping, m.created_by, ${iso('created_at')},
+const COLUMNS = `m.mapping_id AS id, m.version, m.name, m.participant_type, m.mapping, m.mode, m.created_by, ${iso('created_at')},
   ${iso('retired_at')}, (SELECT max(version) FROM aggregator.bulk_mappings l WHERE l.mapping_id = m.mapping_id)::int AS latest_version`;
 
 /** Saves a new mapping (version 1). */
 export async function createSavedMapping(db: Queryable, input: {
-  aggregatorId: string; name: string; participantType: string; mapping: Mapping; createdBy: string;
+  aggregatorId: string; name: string; participantType: string; mapping: Mapping; mode?: UploadMode; createdBy: string;
 }): Promise<SavedMappingJson> {
   const id = randomUUID();
   await db.query(
-    `INSERT INTO aggregator.bulk_mappings (mapping_id, version, aggregator_id, name, participant_type, mapping, created_by)
-     VALUES ($1, 1, $2, $3, $4, $5, $6)`,
-    [id, input.aggregatorId, input.name, input.participantType, JSON.stringify(input.mapping), input.createdBy]);
+    `INSERT INTO aggregator.bulk_mappings (mapping_id, version, aggregator_id, name, participant_type, mapping, mode, created_by)
+     VALUES ($1, 1, $2, $3, $4, $5, $6, $7)`,
+    [id, input.aggregatorId, input.name, input.participantType, JSON.stringify(input.mapping), input.mode ?? 'create', input.createdBy]);
   return (await getSavedMapping(db, input.aggregatorId, id))!;
 }
 
@@ -60,20 +63,20 @@ export async function listSavedMappings(db: Queryable, aggregatorId: string, par
 
 export type UpdateOutcome = { outcome: 'updated'; mapping: SavedMappingJson } | { outcome: 'not_found' } | { outcome: 'retired' };
 
-/** Adds a version to mapping `id` (name and mapping given; the participant type stays). */
+/** Adds a version to mapping `id` (name and mapping given; the participant type stays, and the mode unless given). */
 export async function updateSavedMapping(pool: Pool, aggregatorId: string, id: string, input: {
-  name: string; mapping: Mapping; createdBy: string;
+  name: string; mapping: Mapping; mode?: UploadMode; createdBy: string;
 }): Promise<UpdateOutcome> {
   return withTransaction(pool, async (client) => {
-    const { rows: [latest] } = await client.query<{ version: number; participant_type: string; retired: boolean }>(
-      `SELECT version, participant_type, retired_at IS NOT NULL AS retired FROM aggregator.bulk_mappings
+    const { rows: [latest] } = await client.query<{ version: number; participant_type: string; mode: UploadMode; retired: boolean }>(
+      `SELECT version, participant_type, mode, retired_at IS NOT NULL AS retired FROM aggregator.bulk_mappings
         WHERE mapping_id = $1 AND aggregator_id = $2 ORDER BY version DESC LIMIT 1 FOR UPDATE`, [id, aggregatorId]);
     if (!latest) return { outcome: 'not_found' };
     if (latest.retired) return { outcome: 'retired' };
     await client.query(
-      `INSERT INTO aggregator.bulk_mappings (mapping_id, version, aggregator_id, name, participant_type, mapping, created_by)
-       VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-      [id, latest.version + 1, aggregatorId, input.name, latest.participant_type, JSON.stringify(input.mapping), input.createdBy]);
+      `INSERT INTO aggregator.bulk_mappings (mapping_id, version, aggregator_id, name, participant_type, mapping, mode, created_by)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+      [id, latest.version + 1, aggregatorId, input.name, latest.participant_type, JSON.stringify(input.mapping), input.mode ?? latest.mode, input.createdBy]);
     return { outcome: 'updated', mapping: (await getSavedMapping(client, aggregatorId, id))! };
   });
 }

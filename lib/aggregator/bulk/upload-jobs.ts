@@ -12,6 +12,7 @@ import type { Metrics } from '../../platform/metrics.ts';
 import type { Domain } from '../../network/config.ts';
 import type { Mapping } from './mapping.ts';
 import type { TableFormat } from './table.ts';
+import type { UploadMode } from './upsert.ts';
 
 export const BULK_UPLOAD_STATUSES = ['pending', 'running', 'completed', 'failed'] as const;
 export type BulkUploadStatus = (typeof BULK_UPLOAD_STATUSES)[number];
@@ -65,6 +66,21 @@ export interface BulkUploadJson {
   updated_at: string;
   /** When the file, error report and error rows were deleted, BULK_RETENTION_DAYS after completion (issue 15). */
   purged_at: string | null;
+  /** create (new participants only), upsert (create or update) or update (existing only): issue 30. */
+  mode: UploadMode;
+  /** With upsert: the file is the whole list; participants it no longer holds are paused once the job completes. */
+  sync: boolean;
+  /** passed = created + updated + unchanged. */
+  created: number;
+  updated: number;
+  unchanged: number;
+  /** Sync: the pause count the operator confirmed at start (from the dry run). */
+  confirm_pause: number | null;
+  allow_large_pause: boolean;
+  /** Sync: participants the file no longer holds, found when it was staged; null before. */
+  to_pause: number | null;
+  /** Sync: participants paused so far. */
+  paused: number;
 }
 
 /** The job as stored, for the tasks. */
@@ -83,7 +99,8 @@ const iso = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-
 const JSON_COLUMNS = `upload_id, status, status_reason, participant_type, total_rows, passed, failed, skipped,
   errors_csv_object_key, schema_id, schema_version, ${iso('created_at')}, ${iso('completed_at')}, file_name, file_format,
   file_size_bytes, column_map, mapping_id, mapping_version, created_by, attested_by, ${iso('attested_at')}, ${iso('started_at')}, encoding, sheet,
-  passed + failed + skipped AS processed_rows, ${iso('updated_at')}, ${iso('purged_at')}`;
+  passed + failed + skipped AS processed_rows, ${iso('updated_at')}, ${iso('purged_at')}, mode, sync, created, updated, unchanged,
+  confirm_pause, allow_large_pause, to_pause, paused`;
 
 const RECORD_COLUMNS = `${JSON_COLUMNS}, aggregator_id, org_id, file_object_key, headers, ${iso('staged_at')}, chunk_count, chunks_done`;
 
@@ -115,16 +132,18 @@ export async function createBulkUpload(db: Queryable, input: {
   fileObjectKey: string;
   columnMap: Mapping | null;
   mapping?: { id: string; version: number };
+  mode?: UploadMode;
+  sync?: boolean;
 }): Promise<BulkUploadJson> {
   const { rows } = await db.query<BulkUploadRecord>(
     `INSERT INTO aggregator.bulk_uploads (upload_id, aggregator_id, org_id, participant_type, schema_id, schema_version,
-       file_name, file_format, file_size_bytes, file_object_key, column_map, created_by, mapping_id, mapping_version)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+       file_name, file_format, file_size_bytes, file_object_key, column_map, created_by, mapping_id, mapping_version, mode, sync)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
      RETURNING ${RECORD_COLUMNS}`,
     [input.uploadId, input.aggregatorId, input.orgId, input.domain.name, input.domain.schemaId, input.domain.schemaVersion,
       input.fileName, input.format, input.sizeBytes, input.fileObjectKey,
       input.columnMap === null ? null : JSON.stringify(input.columnMap), input.createdBy,
-      input.mapping?.id ?? null, input.mapping?.version ?? null]);
+      input.mapping?.id ?? null, input.mapping?.version ?? null, input.mode ?? 'create', input.sync ?? false]);
   return toJson(rows[0]);
 }
 
@@ -158,20 +177,54 @@ export async function listBulkUploads(db: Queryable, aggregatorId: string, page:
 export type StartOutcome =
   | { outcome: 'started' | 'unchanged'; job: BulkUploadJson }
   | { outcome: 'failed'; job: BulkUploadJson }
-  | { outcome: 'not_found' };
+  | { outcome: 'not_found' }
+  /** Sync guard (issue 30): no confirm_pause given, no whole-file dry run yet, another count, or a large pause not allowed. */
+  | { outcome: 'confirm_pause_required' | 'dry_run_required' }
+  | { outcome: 'pause_mismatch' | 'large_pause'; pauseCount: number; participants: number };
+
+/** The sync guard's inputs at start: the count the operator confirms and the share of the domain beyond which a pause needs allow_large_pause. */
+export interface PauseConfirmation {
+  confirmPause?: number;
+  allowLargePause?: boolean;
+  /** BULK_SYNC_MAX_PAUSE_FRACTION. */
+  maxPauseFraction: number;
+}
 
 /**
  * Moves a pending job of `aggregatorId` to running, recording the attestation (`attestedBy`, now),
  * and enqueues its staging task in the same transaction. A running or completed job is returned
  * unchanged (spec: idempotent); a failed one is reported as such.
+ *
+ * A sync job (issue 30) starts only after a dry run of the whole file, with `confirmPause` equal
+ * to the count to pause that dry run reported; a count above `maxPauseFraction` of the
+ * aggregator's live and draft participants of the domain also needs `allowLargePause`.
  */
-export async function startBulkUpload(pool: Pool, aggregatorId: string, uploadId: string, attestedBy: string): Promise<StartOutcome> {
+export async function startBulkUpload(pool: Pool, aggregatorId: string, uploadId: string, attestedBy: string,
+  pause: PauseConfirmation = { maxPauseFraction: 0.2 }): Promise<StartOutcome> {
   return withTransaction(pool, async (client) => {
+    const { rows: [pending] } = await client.query<{ sync: boolean; participant_type: string }>(
+      `SELECT sync, participant_type FROM aggregator.bulk_uploads WHERE upload_id = $1 AND aggregator_id = $2 AND status = 'pending' FOR UPDATE`,
+      [uploadId, aggregatorId]);
+    if (pending?.sync) {
+      if (pause.confirmPause === undefined) return { outcome: 'confirm_pause_required' };
+      const { rows: [dryRun] } = await client.query<{ pause_count: number }>(
+        `SELECT pause_count FROM aggregator.bulk_upload_previews
+          WHERE upload_id = $1 AND status = 'completed' AND whole_file AND pause_count IS NOT NULL ORDER BY completed_at DESC LIMIT 1`, [uploadId]);
+      if (!dryRun) return { outcome: 'dry_run_required' };
+      const { rows: [{ participants }] } = await client.query<{ participants: number }>(
+        `SELECT count(*)::int AS participants FROM aggregator.participants
+          WHERE aggregator_id = $1 AND domain = $2 AND lifecycle_status IN ('live', 'draft')`, [aggregatorId, pending.participant_type]);
+      if (dryRun.pause_count !== pause.confirmPause) return { outcome: 'pause_mismatch', pauseCount: dryRun.pause_count, participants };
+      if (dryRun.pause_count > pause.maxPauseFraction * participants && !pause.allowLargePause) {
+        return { outcome: 'large_pause', pauseCount: dryRun.pause_count, participants };
+      }
+    }
     const { rows } = await client.query<BulkUploadRecord>(
       `UPDATE aggregator.bulk_uploads
-          SET status = 'running', attested_by = $3, attested_at = now(), started_at = now(), updated_at = now()
+          SET status = 'running', attested_by = $3, attested_at = now(), started_at = now(), updated_at = now(),
+              confirm_pause = CASE WHEN sync THEN $4::int END, allow_large_pause = sync AND $5
         WHERE upload_id = $1 AND aggregator_id = $2 AND status = 'pending'
-        RETURNING ${RECORD_COLUMNS}`, [uploadId, aggregatorId, attestedBy]);
+        RETURNING ${RECORD_COLUMNS}`, [uploadId, aggregatorId, attestedBy, pause.confirmPause ?? null, pause.allowLargePause ?? false]);
     if (rows[0]) {
       await enqueue(client, { task: STAGE_TASK, payload: { upload_id: uploadId } satisfies UploadPayload, jobKey: `${STAGE_TASK}:${uploadId}` });
       return { outcome: 'started', job: toJson(rows[0]) };
