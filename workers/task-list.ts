@@ -11,6 +11,8 @@ import { bulkUploadFinish } from '../tasks/bulk-upload-finish.ts';
 import { PREVIEW_TASK } from '../lib/aggregator/bulk/preview.ts';
 import { bulkUploadPreview } from '../tasks/bulk-upload-preview.ts';
 import { bulkUploadStage } from '../tasks/bulk-upload-stage.ts';
+import { SUGGEST_TASK } from '../lib/aggregator/bulk/suggest.ts';
+import { bulkUploadSuggest } from '../tasks/bulk-upload-suggest.ts';
 import { searchIndexItems } from '../tasks/search-index-items.ts';
 import { PUSH_PARTICIPANT_TASK } from '../lib/aggregator/public-registration.ts';
 import { aggregatorPushParticipant } from '../tasks/aggregator-push-participant.ts';
@@ -40,6 +42,7 @@ export function createTaskList(ctx: PlatformContext): TaskList {
     [CHUNK_TASK]: bulkUploadChunk(ctx),
     [FINISH_TASK]: bulkUploadFinish(ctx),
     [PREVIEW_TASK]: bulkUploadPreview(ctx),
+    [SUGGEST_TASK]: bulkUploadSuggest(ctx),
     [SEARCH_INDEX_TASK]: searchIndexItems(ctx),
     [RECONCILE_TASK]: searchReconcile(ctx),
     [PUSH_PARTICIPANT_TASK]: aggregatorPushParticipant(ctx),

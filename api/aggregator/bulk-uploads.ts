@@ -8,7 +8,8 @@
  * - `GET  /v1/bulk-uploads/{id}`        one job, with its counters
  * - `POST /v1/bulk-uploads/{id}/start`  {attestation: true} → running (idempotent on running/completed; 409 when failed)
  * - `GET  /v1/bulk-uploads/{id}/errors` the error-report CSV (404 when there is none)
- * - `POST /v1/bulk-uploads/{id}/match`  mapping suggestions for the file's header (lib/aggregator/bulk/suggest.ts)
+ * - `POST /v1/bulk-uploads/{id}/match`  mapping suggestions for the file's header, as the worker stored them
+ *   (lib/aggregator/bulk/suggest.ts; admin and operator, MATCH_RATE per aggregator)
  * - `POST /v1/bulk-uploads/{id}/preview` {rows?: 1..1000 (200)} dry run of a pending job by the worker: 200 with the
  *   outcomes when done within BULK_PREVIEW_WAIT_MS, else 202 with the preview to poll
  * - `GET  /v1/bulk-uploads/{id}/previews/{preview_id}` a dry run (pending or completed)
@@ -19,21 +20,21 @@ import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import busboy from 'busboy';
 import { Router, type NextFunction, type Request, type Response } from 'express';
+import { RateLimiterPostgres, RateLimiterRes } from 'rate-limiter-flexible';
 import { z } from 'zod';
 import { detectTableFormat, FORMAT_SNIFF_BYTES, unsupportedFileMessage } from '../../lib/aggregator/bulk/file-type.ts';
 import { MappingError, type Mapping } from '../../lib/aggregator/bulk/mapping.ts';
 import { parseMapping } from '../../lib/aggregator/bulk/parse-mapping.ts';
 import { getSavedMapping } from '../../lib/aggregator/bulk/saved-mappings.ts';
-import { openTable } from '../../lib/aggregator/bulk/open-table.ts';
 import { createPreview, getPreview, MAX_PREVIEW_ROWS, type PreviewJson } from '../../lib/aggregator/bulk/preview.ts';
-import { suggestMapping } from '../../lib/aggregator/bulk/suggest.ts';
-import { TableFormatError, tableLimits } from '../../lib/aggregator/bulk/table.ts';
+import { enqueueSuggestions, loadSuggestions } from '../../lib/aggregator/bulk/suggest.ts';
 import type { Domain } from '../../lib/network/config.ts';
 import {
-  BULK_UPLOAD_STATUSES, createBulkUpload, getBulkUpload, type BulkUploadJson, type BulkUploadRecord, listBulkUploads, loadBulkUpload,
+  BULK_UPLOAD_STATUSES, createBulkUpload, getBulkUpload, type BulkUploadJson, listBulkUploads,
   sourceObjectKey, startBulkUpload,
 } from '../../lib/aggregator/bulk/upload-jobs.ts';
 import type { PlatformContext } from '../../lib/context.ts';
+import { withTransaction } from '../../lib/platform/db.ts';
 import { ObjectNotFoundError, type ObjectStorage } from '../../lib/platform/storage.ts';
 import { assertDomainAllowed, callerOf, requireRole } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
@@ -42,8 +43,8 @@ import type { RouteDoc } from '../http/route-doc.ts';
 import { parse, PG_INT_MAX } from '../http/validation.ts';
 
 const MAX_COLUMN_MAP_BYTES = 64 * 1024;
-/** Data rows read for the value checks of `POST …/match` (the API reads them itself: a bounded read). */
-const MATCH_SAMPLE_ROWS = 100;
+/** `POST …/match` calls per aggregator per minute (a read of stored suggestions, with a bounded wait for them). */
+export const MATCH_RATE = { points: 30, durationSeconds: 60 };
 /** Any UUID, either case (JSON Schema patterns have no flags, so the classes say it). */
 const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 
@@ -199,36 +200,6 @@ async function savedMappingFor(ctx: PlatformContext, aggregatorId: string, domai
 
 /** The path of a job's routes: a UUID (any other value answers the 404 of an unknown route). */
 export const uploadIdParams = z.object({ id: z.string().regex(UUID).meta({ format: 'uuid', description: 'bulk-upload job id' }) });
-/**
- * Mapping suggestions for the header of `job`'s stored file and its first MATCH_SAMPLE_ROWS rows
- * (lib/aggregator/bulk/suggest.ts), as `POST /v1/bulk-uploads/{id}/match` answers them; the
- * operator console shows the same. @throws HttpError 422 when the file cannot be read
- */
-export async function matchSuggestions(ctx: PlatformContext, job: BulkUploadRecord) {
-  const domain = ctx.network.domains.get(job.participant_type)!;
-  let table;
-  try {
-    table = await openTable(() => ctx.storage.get(job.file_object_key), job.file_format, tableLimits(ctx.config),
-      () => ctx.storage.scan(job.file_object_key));
-  } catch (err) {
-    if (err instanceof TableFormatError) throw new HttpError(422, `The file cannot be read: ${err.message}`, { code: 'unreadable_file' });
-    throw err;
-  }
-  const sample: string[][] = [];
-  try {
-    for await (const row of table.rows) {
-      sample.push(row.values);
-      if (sample.length === MATCH_SAMPLE_ROWS) break;
-    }
-  } catch (err) {
-    // A malformed row later on does not spoil the suggestions from the rows before it.
-    if (!(err instanceof TableFormatError)) throw err;
-  } finally {
-    table.close();
-  }
-  return { upload_id: job.upload_id, participant_type: domain.name, headers: table.headers, ...suggestMapping(ctx.network, domain, table.headers, sample, job.column_map) };
-}
-
 /** Calls `next()` (another route, or the 404 handler) unless the path id can name a job. */
 function uuidParam(req: Request, next: NextFunction): string | undefined {
   const id = String(req.params.id);
@@ -297,9 +268,14 @@ export function receiveBulkUpload(ctx: PlatformContext): (req: Request, res: Res
       // Recognised by content, not name. An empty file counts as CSV: the job reports it.
       const format = detectTableFormat(file.head);
       if (!format) throw new HttpError(415, `file: ${unsupportedFileMessage(file.head)}`, { fields: { file: ['unsupported file type'] } });
-      const job = await createBulkUpload(ctx.pool, {
-        uploadId, aggregatorId: caller.aggregatorId, orgId: caller.orgId, domain, createdBy: caller.subject,
-        fileName: file.name, format, sizeBytes: file.size, fileObjectKey: key, columnMap, mapping: saved,
+      // With the task that computes the match suggestions, once (lib/aggregator/bulk/suggest.ts).
+      const job = await withTransaction(ctx.pool, async (client) => {
+        const created = await createBulkUpload(client, {
+          uploadId, aggregatorId: caller.aggregatorId, orgId: caller.orgId, domain, createdBy: caller.subject,
+          fileName: file.name, format, sizeBytes: file.size, fileObjectKey: key, columnMap, mapping: saved,
+        });
+        await enqueueSuggestions(client, uploadId);
+        return created;
       });
       return job;
     } catch (err) {
@@ -346,12 +322,38 @@ export function bulkUploadRoutes(ctx: PlatformContext): Router {
     res.json(started.job);
   });
 
-  router.post('/bulk-uploads/:id/match', async (req, res, next) => {
+  const matchLimiter = new RateLimiterPostgres({
+    storeClient: ctx.pool, schemaName: 'aggregator', tableName: 'bulk_match_rate_limits', tableCreated: true,
+    // No interval timer: one row per aggregator, reset in place by its next call.
+    clearExpiredByTimeout: false, keyPrefix: 'bulk-match', points: MATCH_RATE.points, duration: MATCH_RATE.durationSeconds,
+  });
+  // The suggestions the worker stored when the file came in: this route never reads the file.
+  router.post('/bulk-uploads/:id/match', requireRole('admin', 'operator'), async (req, res, next) => {
     const id = uuidParam(req, next);
     if (!id) return;
-    const job = await loadBulkUpload(ctx.pool, id);
-    if (!job || job.aggregator_id !== callerOf(res).aggregatorId) throw new HttpError(404, `No bulk upload ${id}`);
-    res.json(await matchSuggestions(ctx, job));
+    const caller = callerOf(res);
+    try {
+      await matchLimiter.consume(caller.aggregatorId);
+    } catch (err) {
+      if (!(err instanceof RateLimiterRes)) throw err;
+      const retry = Math.max(1, Math.ceil(err.msBeforeNext / 1000));
+      throw new HttpError(429, `At most ${MATCH_RATE.points} match requests per minute; try again in ${retry} s`, { code: 'rate_limited', headers: { 'Retry-After': String(retry) } });
+    }
+    const job = await getBulkUpload(ctx.pool, caller.aggregatorId, id);
+    if (!job) throw new HttpError(404, `No bulk upload ${id}`);
+    // Computed within moments of the upload; a bounded wait, as the dry run's.
+    let stored = await loadSuggestions(ctx.pool, id);
+    const deadline = Date.now() + ctx.config.BULK_PREVIEW_WAIT_MS;
+    while (!stored && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, PREVIEW_POLL_MS));
+      stored = await loadSuggestions(ctx.pool, id);
+    }
+    if (!stored) {
+      throw new HttpError(409, `The match suggestions of bulk upload ${id} are not computed yet (the worker computes them once the file is received); try again shortly`,
+        { code: 'suggestions_not_ready', headers: { 'Retry-After': '2' } });
+    }
+    if ('file_problem' in stored) throw new HttpError(422, `The file cannot be read: ${stored.file_problem}`, { code: 'unreadable_file' });
+    res.json({ upload_id: id, participant_type: job.participant_type, ...stored });
   });
 
   router.post('/bulk-uploads/:id/preview', requireRole('admin', 'operator'), async (req, res, next) => {
@@ -512,8 +514,13 @@ export const bulkUploadRouteDocs: RouteDoc[] = [
   },
   {
     method: 'POST', path: '/v1/bulk-uploads/:id/match', summary: 'Suggest how the file\'s columns map to the schema\'s fields', tags: TAGS, security: 'bearer',
+    description: 'Computed once by the worker when the file is received, and stored: this reads them (waiting up to BULK_PREVIEW_WAIT_MS for them). '
+      + `Admin and operator; at most ${MATCH_RATE.points} calls per aggregator per minute.`,
     params: uploadIdParams, responses: { 200: { description: 'Suggestions from the headers and the first rows', schema: suggestionsSchema } },
-    errors: { 404: 'No such job of the caller', 422: 'The file cannot be read' },
+    errors: {
+      403: 'Role viewer', 404: 'No such job of the caller', 409: 'Not computed yet (suggestions_not_ready, with Retry-After)', 422: 'The file cannot be read',
+      429: 'Too many calls (Retry-After)',
+    },
   },
   {
     method: 'POST', path: '/v1/bulk-uploads/:id/preview', summary: 'Dry run of a pending job over its first rows (nothing is written)', tags: TAGS, security: 'bearer',

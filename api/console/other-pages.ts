@@ -12,7 +12,7 @@ import type { PlatformContext } from '../../lib/context.ts';
 import { mappingOrBadRequest } from '../aggregator/bulk-uploads.ts';
 import { assertDomainAllowed, type Caller } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
-import { streamChanges } from '../http/event-stream.ts';
+import { streamChanges, type StreamCaller } from '../http/event-stream.ts';
 import { parse } from '../http/validation.ts';
 import { consoleRole, languageOf, renderPage, translator } from './render.ts';
 
@@ -52,7 +52,7 @@ export function otherPages(ctx: PlatformContext): Router {
     };
     const first = UUID.test(id) ? await read() : null;
     if (!first) throw notFound(req, 'voice.notfound');
-    await streamChanges(res, first, read, VOICE_EVENTS_INTERVAL_MS);
+    await streamChanges(res, first, read, { intervalMs: VOICE_EVENTS_INTERVAL_MS, caller: res.locals.streamCaller as StreamCaller, limits: ctx.config });
   });
 
   router.get('/mappings', async (req, res) => {

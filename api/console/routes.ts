@@ -24,6 +24,7 @@ import type { PlatformContext } from '../../lib/context.ts';
 import { aggregatorClaimsSchema, TokenError } from '../../lib/platform/tokens.ts';
 import { resolveCaller } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
+import { streamCaller } from '../http/event-stream.ts';
 import { dashboardPages } from './dashboard-pages.ts';
 import { linkPages } from './link-pages.ts';
 import { otherPages } from './other-pages.ts';
@@ -140,6 +141,8 @@ export function consoleRoutes(ctx: PlatformContext): Router {
       throw new HttpError(401, translator(languageOf(req))('error.signin'), { code: 'not_signed_in' });
     }
     res.locals.caller = await resolveCaller(ctx, claims);
+    // Event streams look the session up again before each read: sign-out or expiry ends them.
+    res.locals.streamCaller = streamCaller(ctx, claims.aggregator_id, () => findConsoleSession(ctx.pool, value!));
     next();
   });
   router.get('/', (_req, res) => res.redirect(303, '/console/uploads'));

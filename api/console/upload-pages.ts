@@ -8,15 +8,17 @@
 import { pipeline } from 'node:stream/promises';
 import { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
-import { getBulkUpload, listBulkUploads, loadBulkUpload, startBulkUpload, type BulkUploadJson } from '../../lib/aggregator/bulk/upload-jobs.ts';
+import { getBulkUpload, listBulkUploads, startBulkUpload, type BulkUploadJson } from '../../lib/aggregator/bulk/upload-jobs.ts';
+import { loadSuggestions, type StoredSuggestions } from '../../lib/aggregator/bulk/suggest.ts';
 import { getSavedMapping, listSavedMappings } from '../../lib/aggregator/bulk/saved-mappings.ts';
 import { createPreview, getPreview, type PreviewJson } from '../../lib/aggregator/bulk/preview.ts';
 import type { PlatformContext } from '../../lib/context.ts';
 import { ObjectNotFoundError } from '../../lib/platform/storage.ts';
-import { matchSuggestions, receiveBulkUpload } from '../aggregator/bulk-uploads.ts';
+import { receiveBulkUpload } from '../aggregator/bulk-uploads.ts';
 import { streamUploadProgress } from '../aggregator/bulk-upload-events.ts';
 import type { Caller } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
+import type { StreamCaller } from '../http/event-stream.ts';
 import { parse } from '../http/validation.ts';
 import { consoleRole, languageOf, renderPage, translator } from './render.ts';
 import { openJson } from '../../lib/aggregator/bulk/sealed.ts';
@@ -71,15 +73,15 @@ export function uploadPages(ctx: PlatformContext): Router {
     const seesReasons = callerOf(res).roles.some((r) => r === 'admin' || r === 'operator');
     const preview = previewId && seesReasons ? await getPreview(ctx.pool, ctx.pii, job.upload_id, previewId) : null;
     // Before the start, an operator sees how the file's columns match the fields, to save as a mapping.
-    let suggestions: Awaited<ReturnType<typeof matchSuggestions>> | null = null;
+    // As the worker stored them when the file came in (never computed here: no read of the file per page load).
+    let suggestions: StoredSuggestions | null = null;
     let suggestionProblem: string | null = null;
     if (job.status === 'pending' && callerOf(res).roles.some((r) => r === 'admin' || r === 'operator')) {
-      try {
-        suggestions = await matchSuggestions(ctx, (await loadBulkUpload(ctx.pool, job.upload_id))!);
-      } catch (err) {
-        if (!(err instanceof HttpError)) throw err;
-        suggestionProblem = err.message;
-      }
+      const t = translator(languageOf(req));
+      const stored = await loadSuggestions(ctx.pool, job.upload_id);
+      if (!stored) suggestionProblem = t('match.pending');
+      else if ('file_problem' in stored) suggestionProblem = t('match.unreadable', { problem: stored.file_problem });
+      else suggestions = stored;
     }
     const mapping = job.mapping_id ? await getSavedMapping(ctx.pool, callerOf(res).aggregatorId, job.mapping_id, job.mapping_version ?? undefined) : null;
     type Reason = { field: string | null; message: string };
@@ -122,7 +124,7 @@ export function uploadPages(ctx: PlatformContext): Router {
   });
 
   router.get('/uploads/:id/events', async (req, res) => {
-    await streamUploadProgress(ctx, callerOf(res).aggregatorId, String(req.params.id), res);
+    await streamUploadProgress(ctx, res.locals.streamCaller as StreamCaller, String(req.params.id), res);
   });
 
   // Admin and operator only, as GET /v1/bulk-uploads/{id}/errors: the report holds the rows' raw cells.

@@ -24,7 +24,8 @@ const api = (method: 'get' | 'post' | 'put' | 'delete', path: string, token = ag
   request(platform.url('aggregator'))[method](path).set('authorization', `Bearer ${token}`);
 
 beforeAll(async () => {
-  platform = await startTestPlatform({ services: ['aggregator'] });
+  // The worker computes a file's match suggestions when it is received (tasks/bulk-upload-suggest.ts).
+  platform = await startTestPlatform({ services: ['aggregator'], worker: true });
   agg = await platform.aggregator({ types: ['provider'], roles: ['operator'] });
   other = await platform.aggregator({ types: ['provider'], roles: ['admin'] });
 });

@@ -12,6 +12,7 @@ import { runLdp } from '../helpers/cli.ts';
 import { ConsoleClient, consoleLinkFor } from '../helpers/console.ts';
 import { createVoiceJob, phones, seedSeekers } from '../helpers/voice.ts';
 import { startTestPlatform, type TestAggregator, type TestPlatform } from '../helpers/platform.ts';
+import { until } from '../helpers/until.ts';
 
 describe('operator console over HTTP', () => {
   let platform: TestPlatform;
@@ -171,8 +172,11 @@ describe('operator console over HTTP', () => {
     const csrf = await client.csrf();
     const created = await request(base).post(`/console/uploads?_csrf=${encodeURIComponent(csrf)}`).set('cookie', client.cookieHeader())
       .field('participant_type', 'seeker').attach('file', csv(['Full Name', 'Mobile No', 'State', 'District'], [['Asha Devi', '9812345670', 'Haryana', 'Kaithal']]), 'camp sheet.csv');
-    const page = await client.get(created.headers.location as string);
-    expect(page.text).toContain('id="match-fields"');
+    // The worker stores the suggestions moments after the upload; until then the page says so.
+    const page = await until('the stored suggestions on the page', async () => {
+      const res = await client.get(created.headers.location as string);
+      return res.text.includes('id="match-fields"') ? res : null;
+    });
     const unescape = (html: string) => html.replace(/&quot;|&#34;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
     const suggested = JSON.parse(unescape(/<textarea id="mapping-json"[^>]*>([\s\S]*?)<\/textarea>/.exec(page.text)![1]));
     const api = await request(base).post(`/v1/bulk-uploads/${created.headers.location!.split('/').pop()}/match`).set('authorization', `Bearer ${agg.token}`);

@@ -46,7 +46,7 @@ const ROUTES: RouteCase[] = [
   { method: 'GET', path: '/v1/bulk-uploads/template', roles: ALL },
   { method: 'GET', path: '/v1/bulk-uploads/:id', roles: ALL, target: () => `/v1/bulk-uploads/${own.upload}`, other: 404 },
   { method: 'POST', path: '/v1/bulk-uploads/:id/start', roles: WRITERS, target: () => `/v1/bulk-uploads/${own.pending}/start`, other: 404, body: { attestation: true } },
-  { method: 'POST', path: '/v1/bulk-uploads/:id/match', roles: ALL, target: () => `/v1/bulk-uploads/${own.pending}/match`, other: 404, body: {} },
+  { method: 'POST', path: '/v1/bulk-uploads/:id/match', roles: WRITERS, target: () => `/v1/bulk-uploads/${own.pending}/match`, other: 404, body: {} },
   { method: 'POST', path: '/v1/bulk-uploads/:id/preview', roles: WRITERS, target: () => `/v1/bulk-uploads/${own.pending}/preview`, other: 404, body: { rows: 5 } },
   { method: 'GET', path: '/v1/bulk-uploads/:id/previews/:previewId', roles: WRITERS, target: () => `/v1/bulk-uploads/${own.pending}/previews/${own.preview}`, other: 404 },
   { method: 'GET', path: '/v1/bulk-uploads/:id/events', roles: ALL, target: () => `/v1/bulk-uploads/${own.upload}/events`, other: 404 },

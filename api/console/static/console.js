@@ -19,6 +19,9 @@ document.addEventListener('DOMContentLoaded', () => {
       }
     };
     source.addEventListener('progress', (e) => show(JSON.parse(e.data)));
+    // The session ended or the aggregator was suspended: reconnecting would be refused. (After a
+    // `reconnect` event the EventSource reconnects by itself.)
+    source.addEventListener('denied', () => source.close());
     source.addEventListener('done', (e) => {
       source.close();
       show(JSON.parse(e.data));

@@ -12,8 +12,14 @@
  *   the schema's rules for that property, with the same Ajv validator as the upload).
  * A column with no name likeness (< 0.3) is a candidate only for a field whose values are
  * constrained (closed set, number, boolean, phone, e-mail) and when ≥ 80 % of its values pass.
+ *
+ * They are computed once per upload by the worker (task SUGGEST_TASK, tasks/bulk-upload-suggest.ts,
+ * enqueued with the job) and stored in aggregator.bulk_uploads.match_suggestions (sql/021): the API
+ * and the console only read them (issue 29).
  */
 import type { Domain, FieldInfo, Network } from '../../network/config.ts';
+import type { Queryable } from '../../platform/db.ts';
+import { enqueue } from '../../platform/jobs.ts';
 import { fieldNamesOf, knownHeaders, normalizeHeader } from './header-match.ts';
 import { fieldSpecs, headerEntries, type FieldSpec, type Mapping } from './mapping.ts';
 import { Bad, fieldConverter } from './row-coercion.ts';
@@ -42,6 +48,32 @@ export interface Suggestions {
   /** The mapping the matches and the candidates scoring ≥ 0.5 make (field → {column}), to review and save. */
   suggested_mapping: Mapping;
   sampled_rows: number;
+}
+
+/** Task identifier (tasks/bulk-upload-suggest.ts); payload {upload_id}. */
+export const SUGGEST_TASK = 'bulk-upload-suggest';
+/** Data rows read for the value checks (a bounded read of the file's start). */
+export const MATCH_SAMPLE_ROWS = 100;
+
+/** What is stored per upload: the suggestions with the file's headers, or why the file could not be read. */
+export type StoredSuggestions = ({ headers: string[] } & Suggestions) | { file_problem: string };
+
+/** Enqueues the computation of upload `uploadId`'s suggestions through `db` (the transaction recording the job). */
+export async function enqueueSuggestions(db: Queryable, uploadId: string): Promise<void> {
+  await enqueue(db, { task: SUGGEST_TASK, payload: { upload_id: uploadId }, jobKey: `${SUGGEST_TASK}:${uploadId}` });
+}
+
+/** Stores the suggestions (or file problem) of upload `uploadId`; a second store changes nothing. */
+export async function storeSuggestions(db: Queryable, uploadId: string, stored: StoredSuggestions): Promise<void> {
+  await db.query('UPDATE aggregator.bulk_uploads SET match_suggestions = $2 WHERE upload_id = $1 AND match_suggestions IS NULL',
+    [uploadId, JSON.stringify(stored)]);
+}
+
+/** The stored suggestions of upload `uploadId`, or null while the task has not run. */
+export async function loadSuggestions(db: Queryable, uploadId: string): Promise<StoredSuggestions | null> {
+  const { rows } = await db.query<{ match_suggestions: StoredSuggestions | null }>(
+    'SELECT match_suggestions FROM aggregator.bulk_uploads WHERE upload_id = $1', [uploadId]);
+  return rows[0]?.match_suggestions ?? null;
 }
 
 const MAX_CANDIDATES = 3;
