@@ -28,7 +28,7 @@ program.command('serve')
   .action((opts) => runPlatform({ services: parseServices(opts.service), worker: false }, false));
 
 program.command('worker')
-  .description('run a graphile-worker runner alone against DATABASE_URL (or the running instance)')
+  .description('run a graphile-worker runner alone against DATABASE_URL (or the running instance), with /health and /metrics on WORKER_METRICS_PORT')
   .action(() => runPlatform({ services: [], worker: true }, false));
 
 program.command('health')

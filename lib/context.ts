@@ -47,10 +47,11 @@ export interface PlatformContext {
 
 /**
  * Builds the context against `databaseUrl`: loads and validates the network, opens the pool and
- * storage, loads (or generates into DATA_DIR) the PII, signing and internal keys.
+ * storage, loads (or generates into DATA_DIR) the PII, signing and internal keys. `thread` names a
+ * worker thread's context (bin/worker-thread.ts), whose metrics its main thread merges into its own.
  * @throws NetworkConfigError, or Error when storage or keys are unusable.
  */
-export async function createContext(config: Config, databaseUrl: string, logger: Logger): Promise<PlatformContext> {
+export async function createContext(config: Config, databaseUrl: string, logger: Logger, options: { thread?: string } = {}): Promise<PlatformContext> {
   const network = await loadNetwork(config.NETWORK);
   const piiKey = config.PII_KEY
     ?? await readOrCreateSecret(config.dataDirPath, 'pii.key', () => randomBytes(32).toString('base64'));
@@ -58,9 +59,12 @@ export async function createContext(config: Config, databaseUrl: string, logger:
     ?? await readOrCreateSecret(config.dataDirPath, 'internal-api.key', () => `ldp_internal_${randomBytes(32).toString('base64url')}`);
   const pool = createPool(databaseUrl, config.DATABASE_POOL_SIZE);
   const closers: (() => Promise<void>)[] = [];
-  const metrics = createMetrics();
-  metrics.gauge('worker_queue_depth', 'graphile-worker jobs waiting to run (due, not locked), by task.', ['task'],
-    async () => (await queueDepth(pool)).map(({ task, jobs }) => ({ labels: { task }, value: jobs })));
+  const metrics = createMetrics({ thread: options.thread });
+  // A worker thread's metrics are merged into its main thread's, which reads the same queue.
+  if (!options.thread) {
+    metrics.gauge('worker_queue_depth', 'graphile-worker jobs waiting to run (due, not locked), by task.', ['task'],
+      async () => (await queueDepth(pool)).map(({ task, jobs }) => ({ labels: { task }, value: jobs })));
+  }
   let embeddings: Promise<EmbeddingProvider> | undefined;
   try {
     return {

@@ -75,7 +75,7 @@ const SERVICE_INFO: Record<ServiceName, { title: string; description: string; er
 const SECURITY_SCHEMES = {
   apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key', description: 'An API key of this service (`ldp keys create`)' },
   bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'A bearer token of the built-in issuer (`ldp token`) or the trusted OIDC issuer' },
-  metricsToken: { type: 'http', scheme: 'bearer', description: 'METRICS_TOKEN; loopback clients need none' },
+  metricsToken: { type: 'http', scheme: 'bearer', description: 'METRICS_TOKEN: when it is set, every client needs it, loopback ones too; unset, only loopback clients are answered (without a credential)' },
 } as const;
 
 const DEFAULT_ERROR_REASONS: Record<number, string> = {

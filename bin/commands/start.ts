@@ -47,7 +47,10 @@ export async function runPlatform(parts: PlatformParts, owner: boolean): Promise
     await writeInstance(config.dataDirPath, { pid: process.pid, database_url: db.url, urls: platform.ctx.urls, started_at: new Date().toISOString() });
   }
   for (const s of platform.services) process.stdout.write(`${s.name.padEnd(10)} ${s.url}\n`);
-  if (platform.worker || platform.workerThread) process.stdout.write(`worker     running (concurrency ${config.WORKER_CONCURRENCY})\n`);
+  if (platform.worker || platform.workerThread) {
+    const port = platform.workerPort ? `, /health and /metrics on ${platform.workerPort.url}` : '';
+    process.stdout.write(`worker     running (concurrency ${config.WORKER_CONCURRENCY})${port}\n`);
+  }
   logger.info({ ms: Date.now() - started, database: db.embedded ? `embedded (${db.embedded.dataDir})` : 'DATABASE_URL' }, 'platform started');
 
   let stopping = false;

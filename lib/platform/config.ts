@@ -45,12 +45,15 @@ export const configSchema = z.object({
   /** Key the platform's own parts use to call signals and search; generated into DATA_DIR when unset. */
   INTERNAL_API_KEY: z.string().min(32).optional(),
   HTTP_BODY_LIMIT: byteSize.default(1024 * 1024),
-  /** Bearer token that lets a non-loopback client read GET /metrics; unset: loopback clients only. */
+  /** Bearer token every client must send to read GET /metrics (loopback ones too); unset: loopback clients only. */
   METRICS_TOKEN: z.string().min(16).optional(),
   /** How long signals waits for the search service (discover, match score) before answering its degraded way. */
   SEARCH_TIMEOUT_MS: positiveInt.default(2000),
 
   WORKER_CONCURRENCY: positiveInt.default(2),
+  /** Interface and port of `ldp worker`'s GET /health and GET /metrics (port 0 = any free port, printed at start). */
+  WORKER_METRICS_HOST: z.string().min(1).default('127.0.0.1'),
+  WORKER_METRICS_PORT: port.default(3004),
   /**
    * Nice value (setpriority(2), 0-19) of background work — the worker's thread, and where PostgreSQL
    * runs on this host the worker's sessions and those applying voice callbacks — so it yields the CPU to request handling.

@@ -1,13 +1,34 @@
 /**
  * Prometheus metrics of one process (prom-client): the default process metrics, HTTP request
  * durations, graphile-worker jobs, and gauges the services add (read when scraped). One registry
- * per platform context, served at `GET /metrics` by every service of the process
- * (api/http/metrics.ts). Names follow the Prometheus naming guide (base units: seconds, bytes).
+ * per platform context, served at `GET /metrics` by every service of the process and by the port of
+ * `ldp worker` (api/http/metrics.ts). A worker thread (`ldp start`) has a context and registry of its
+ * own; the main thread merges the thread's `snapshot()` into its exposition at each scrape
+ * (docs/decisions.md, "Metrics where the work is"). Names follow the Prometheus naming guide (base
+ * units: seconds, bytes).
  */
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/** A registry's metrics as plain data (`getMetricsAsJSON()`), which can cross a MessagePort. */
+export type MetricsSnapshot = Awaited<ReturnType<Registry['getMetricsAsJSON']>>;
 
 export interface Metrics {
   registry: Registry;
+  /**
+   * The Prometheus text exposition served at `/metrics`: this registry, plus the snapshots of the
+   * sources `include` added, merged series by series (same name and labels: values added).
+   */
+  exposition(): Promise<string>;
+  /**
+   * Adds another isolate's metrics (a worker thread's `snapshot()`) to every later `exposition`.
+   * `read` should resolve (with `[]` when the isolate is gone or does not answer), never reject.
+   */
+  include(read: () => Promise<MetricsSnapshot>): void;
+  /**
+   * This registry's metrics for a main thread to `include`: without the `process_*` series, which
+   * are the whole process's and which the main thread reports itself.
+   */
+  snapshot(): Promise<MetricsSnapshot>;
   /** `http_request_duration_seconds{service, method, route, status}`: route is the template (`/v1/links/:id`). */
   httpRequestDuration: Histogram<'service' | 'method' | 'route' | 'status'>;
   /** `worker_jobs_total{task, outcome}`: outcome `success` or `error` (an error is retried until attempts run out). */
@@ -24,12 +45,30 @@ export interface Metrics {
   counter<L extends string>(name: string, help: string, labelNames?: readonly L[]): Counter<L>;
 }
 
-/** Creates the registry of a process with its default metrics. */
-export function createMetrics(): Metrics {
+/**
+ * Creates the registry of a process (or, with `thread`, of a worker thread: its default `nodejs_*`
+ * series then carry the label `thread`, so they stay apart from the main thread's) with its default
+ * metrics.
+ */
+export function createMetrics(options: { thread?: string } = {}): Metrics {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
+  collectDefaultMetrics({ register: registry, ...(options.thread ? { labels: { thread: options.thread } } : {}) });
+  const sources: Array<() => Promise<MetricsSnapshot>> = [];
   return {
     registry,
+    async exposition() {
+      if (!sources.length) return registry.metrics();
+      const snapshots = await Promise.all([registry.getMetricsAsJSON(), ...sources.map((read) => read())]);
+      // Summed, whatever each metric's cluster aggregator says ('omit', 'first', 'average' are
+      // for copies of one process in a cluster; these are disjoint parts of one process).
+      return AggregatorRegistry.aggregate(snapshots.map((metrics) => metrics.map((m) => ({ ...m, aggregator: 'sum' })))).metrics();
+    },
+    include(read) {
+      sources.push(read);
+    },
+    async snapshot() {
+      return (await registry.getMetricsAsJSON()).filter((m) => !m.name.startsWith('process_'));
+    },
     httpRequestDuration: new Histogram({
       name: 'http_request_duration_seconds', help: 'HTTP request duration by service, route template and status.',
       labelNames: ['service', 'method', 'route', 'status'], registers: [registry],

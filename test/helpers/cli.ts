@@ -31,7 +31,8 @@ export function runLdp(args: string[], env: Record<string, string>, timeoutMs = 
 export function spawnLdp(args: string[], env: Record<string, string>): ChildProcess {
   return spawn(process.execPath, [LDP, ...args], {
     cwd: REPO_ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'warn', ...env },
+    // `ldp worker`'s own port on any free one, so workers of test files running at once never collide.
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'warn', WORKER_METRICS_PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
 }

@@ -68,7 +68,7 @@ export async function startTestPlatform(options: { services?: ServiceName[]; wor
   const databaseUrl = await createTestDatabase();
   const config = loadConfig({
     LOG_LEVEL: 'silent', DATA_DIR: dataDir, DATABASE_URL: databaseUrl,
-    SIGNALS_PORT: '0', AGGREGATOR_PORT: '0', SEARCH_PORT: '0', SHUTDOWN_TIMEOUT_MS: '5000',
+    SIGNALS_PORT: '0', AGGREGATOR_PORT: '0', SEARCH_PORT: '0', WORKER_METRICS_PORT: '0', SHUTDOWN_TIMEOUT_MS: '5000',
     ...options.env,
   });
   const handle = await startPlatform(config, options.logger ?? createLogger(config.LOG_LEVEL), databaseUrl, {

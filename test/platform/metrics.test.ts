@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { metricsAllowed } from '../../api/http/metrics.ts';
 import { createLogger } from '../../lib/platform/logger.ts';
 import { csv, onboard } from '../helpers/bulk-upload.ts';
+import { sample } from '../helpers/metrics.ts';
 import { startTestPlatform, type TestAggregator, type TestPlatform } from '../helpers/platform.ts';
 
 let platform: TestPlatform;
@@ -25,17 +26,6 @@ beforeAll(async () => {
   agg = await platform.aggregator();
 });
 afterAll(() => platform.stop());
-
-/** The value of the first sample of `name` whose labels include every pair of `labels`. */
-function sample(text: string, name: string, labels: Record<string, string>): number | undefined {
-  for (const line of text.split('\n')) {
-    const match = /^([a-z_:]+)(?:\{(.*)\})? (\S+)$/.exec(line);
-    if (!match || match[1] !== name) continue;
-    const have = Object.fromEntries([...(match[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
-    if (Object.entries(labels).every(([k, v]) => have[k] === v)) return Number(match[3]);
-  }
-  return undefined;
-}
 
 describe('GET /metrics', () => {
   it('serves request histograms by route template, job metrics after an upload, queue depth and process metrics', async () => {
@@ -66,7 +56,7 @@ describe('GET /metrics', () => {
     expect(sample(text, 'search_requests_waiting', {})).toBe(0); // no search waits for a slot now
   });
 
-  it('lets loopback clients in, and others only with the configured bearer token', () => {
+  it('lets only loopback clients in without a token, and with a token only clients sending it, loopback ones too', () => {
     const token = 'metrics-token-0123456789';
     expect(metricsAllowed('127.0.0.1', undefined, undefined)).toBe(true);
     expect(metricsAllowed('::ffff:127.0.0.1', undefined, undefined)).toBe(true);
@@ -76,6 +66,10 @@ describe('GET /metrics', () => {
     expect(metricsAllowed('10.1.2.3', `Bearer ${token}`, token)).toBe(true);
     expect(metricsAllowed('10.1.2.3', `Bearer ${token}x`, token)).toBe(false);
     expect(metricsAllowed('192.168.0.9', 'Basic abc', token)).toBe(false);
+    // Behind a reverse proxy on the same host every client is loopback (issue 29).
+    expect(metricsAllowed('127.0.0.1', undefined, token)).toBe(false);
+    expect(metricsAllowed('::1', `Bearer ${token}x`, token)).toBe(false);
+    expect(metricsAllowed('127.0.0.1', `Bearer ${token}`, token)).toBe(true);
   });
 });
 
