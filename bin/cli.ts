@@ -88,8 +88,12 @@ program.command('upload <file>')
   .option('--aggregator <id>', 'mint a one-hour operator token for this aggregator locally instead')
   .option('--url <url>', 'aggregator base URL (default: AGGREGATOR_URL, else the running instance of DATA_DIR)')
   .option('--interval <ms>', 'progress poll interval', '500')
-  .option('--dry-run', 'create the upload and print the outcomes of its first rows (nothing written; the job stays pending)')
-  .option('--rows <n>', 'with --dry-run: how many data rows (1..1000)', '200')
+  .option('--mode <mode>', 'create (default: new participants only), upsert (create or update) or update (existing participants only)')
+  .option('--sync', 'with --mode upsert: the file is the whole list; participants it no longer holds are paused')
+  .option('--confirm-pause <n>', 'with --sync: the count to pause that the dry run reported (asked on a terminal otherwise)')
+  .option('--allow-large-pause', 'with --sync: allow pausing more than BULK_SYNC_MAX_PAUSE_FRACTION of the participants')
+  .option('--dry-run', 'create the upload and print the outcomes of its first rows — with --mode upsert or update, the diff of the whole file (nothing written; the job stays pending)')
+  .option('--rows <n>', 'with --dry-run: how many data rows (1..1000) to list', '200')
   .action(upload);
 
 program.command('dashboard').description("print an aggregator's dashboard rollup per domain as a table").requiredOption('--aggregator <id>', 'aggregator id').option('--refresh', 'compute it now, even within DASHBOARD_TTL_SECONDS').option('--json', 'print JSON instead of a table').action(dashboard);

@@ -35,9 +35,16 @@ export interface UploadOptions {
   errorsOut?: string;
   /** Milliseconds between progress polls. */
   interval?: string;
-  /** Dry run: create the job, preview its first `rows` rows, print their outcomes; the job stays pending. */
+  /** Dry run: create the job, preview its first `rows` rows (an upsert or update: the whole file), print their outcomes; the job stays pending. */
   dryRun?: boolean;
   rows?: string;
+  /** create (default), upsert or update (issue 30). */
+  mode?: string;
+  /** With upsert: the file is the whole list; participants it no longer holds are paused. */
+  sync?: boolean;
+  /** Sync: the count to pause the dry run reported. */
+  confirmPause?: string;
+  allowLargePause?: boolean;
 }
 
 const TERMINAL = new Set(['completed', 'failed']);
@@ -100,8 +107,8 @@ export async function call<T>(url: string, token: string, init: RequestInit = {}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** `--dry-run`: previews the job's first rows (polling until done) and prints their outcomes as a table. */
-async function dryRun(base: string, token: string, job: BulkUploadJson, opts: UploadOptions): Promise<void> {
+/** Runs the dry run of `job` (polling until done); its first `--rows` rows (an upsert or update: the first that change) are listed. */
+async function previewOf(base: string, token: string, job: BulkUploadJson, opts: UploadOptions): Promise<PreviewJson> {
   const rows = Number(opts.rows ?? 200);
   if (!Number.isInteger(rows) || rows < 1 || rows > 1000) throw new CliError('--rows must be a whole number from 1 to 1000');
   let preview = await call<PreviewJson>(`${base}/v1/bulk-uploads/${job.upload_id}/preview`, token, {
@@ -112,19 +119,78 @@ async function dryRun(base: string, token: string, job: BulkUploadJson, opts: Up
     await sleep(interval);
     preview = await call<PreviewJson>(`${base}/v1/bulk-uploads/${job.upload_id}/previews/${preview.preview_id}`, token);
   }
-  const out: string[] = [`dry run of bulk upload ${job.upload_id} (${job.file_name ?? 'file'}): first ${preview.rows_read} data rows; nothing was written`];
+  return preview;
+}
+
+const shown = (v: unknown) => (v === null || v === undefined ? '(empty)' : Array.isArray(v) ? v.join('|') : String(v));
+
+/** The lines a dry run prints: the rows listed as a table, the would-be counts, and for a sync job who would be paused. */
+function previewLines(job: BulkUploadJson, preview: PreviewJson): string[] {
+  const whole = preview.whole_file === true;
+  const out: string[] = [whole
+    ? `dry run of bulk upload ${job.upload_id} (${job.file_name ?? 'file'}, ${job.mode}${job.sync ? ', sync' : ''}): all ${preview.rows_read} data rows; nothing was written`
+    : `dry run of bulk upload ${job.upload_id} (${job.file_name ?? 'file'}): first ${preview.rows_read} data rows; nothing was written`];
   if (preview.file_problem) out.push(`the upload would fail: ${preview.file_problem}`);
   if (preview.ignored_columns?.length) out.push(`ignored columns: ${preview.ignored_columns.join(', ')}`);
-  const table = [['row', 'outcome', 'reasons'], ...(preview.rows ?? []).map((r) => [
-    String(r.row_number), r.outcome, r.errors.map((e) => e.message).join('; '),
-  ])];
-  const widths = [0, 1].map((i) => Math.max(...table.map((r) => r[i].length)));
-  for (const r of table) out.push(`${r[0].padStart(widths[0])}  ${r[1].padEnd(widths[1])}  ${r[2]}`.trimEnd());
-  const c = preview.counts ?? { passed: 0, failed: 0, skipped: 0 };
-  out.push(`would be: ${c.passed} passed, ${c.failed} failed, ${c.skipped} skipped`);
-  out.push(`the job stays pending; start it with: curl -X POST -H "Authorization: Bearer $LDP_TOKEN" -H "content-type: application/json" `
-    + `-d '{"attestation":true}' ${base}/v1/bulk-uploads/${job.upload_id}/start`);
+  const detail = (r: NonNullable<PreviewJson['rows']>[number]) => (r.changes
+    ? r.changes.map((c) => `${c.field}: ${shown(c.before)} → ${shown(c.after)}`).join('; ')
+    : r.errors.map((e) => e.message).join('; '));
+  const rows = preview.rows ?? [];
+  if (rows.length) {
+    if (whole) out.push(`the first ${rows.length} rows that would change something:`);
+    const table = [['row', 'outcome', whole ? 'changes, reasons' : 'reasons'], ...rows.map((r) => [String(r.row_number), r.outcome, detail(r)])];
+    const widths = [0, 1].map((i) => Math.max(...table.map((r) => r[i].length)));
+    for (const r of table) out.push(`${r[0].padStart(widths[0])}  ${r[1].padEnd(widths[1])}  ${r[2]}`.trimEnd());
+  }
+  const c = { passed: 0, failed: 0, skipped: 0, ...preview.counts };
+  out.push(whole
+    ? `would be: ${c.created ?? 0} created, ${c.updated ?? 0} updated, ${c.unchanged ?? 0} unchanged, ${c.failed} failed, ${c.skipped} skipped`
+    : `would be: ${c.passed} passed, ${c.failed} failed, ${c.skipped} skipped`);
+  if (preview.pause) {
+    const listed = preview.pause.participants.slice(0, 10).map((p) => p.external_id ?? p.participant_id).join(', ');
+    out.push(`to pause (no longer in the file): ${preview.pause.count}${preview.pause.count ? ` — ${listed}${preview.pause.count > 10 ? ', …' : ''}` : ''}`);
+  }
+  return out;
+}
+
+/** `--dry-run`: previews the job and prints it; the job stays pending. */
+async function dryRun(base: string, token: string, job: BulkUploadJson, opts: UploadOptions, file: string): Promise<void> {
+  const preview = await previewOf(base, token, job, opts);
+  const out = previewLines(job, preview);
+  const again = `ldp upload ${file} --type ${job.participant_type}${job.mode !== 'create' ? ` --mode ${job.mode}` : ''}`
+    + `${job.sync ? ` --sync --confirm-pause ${preview.pause?.count ?? 0}` : ''} --attest --wait`;
+  out.push(`the job stays pending; to onboard the file: ${again}`);
   process.stdout.write(out.join('\n') + '\n');
+}
+
+/**
+ * The count to pause a sync upload confirms: `--confirm-pause`, checked against the job's own dry
+ * run, or on a terminal the operator's yes to the dry run's count.
+ * @throws CliError when they differ, or without a terminal and without --confirm-pause (the job stays pending)
+ */
+async function confirmedPause(base: string, token: string, job: BulkUploadJson, opts: UploadOptions): Promise<number> {
+  const preview = await previewOf(base, token, job, opts);
+  if (preview.file_problem) throw new CliError(`bulk upload ${job.upload_id} would fail: ${preview.file_problem}`);
+  const count = preview.pause?.count ?? 0;
+  if (opts.confirmPause !== undefined) {
+    if (Number(opts.confirmPause) !== count) {
+      throw new CliError(`the dry run of bulk upload ${job.upload_id} finds ${count} participants to pause, not ${opts.confirmPause}; nothing was started. `
+        + 'Check it with --dry-run, then confirm its count with --confirm-pause');
+    }
+    return count;
+  }
+  if (!process.stdin.isTTY) {
+    throw new CliError(`a sync upload pauses the participants the file no longer holds: run it with --dry-run first, then confirm the count with --confirm-pause N (this file: ${count})`);
+  }
+  process.stderr.write(previewLines(job, preview).join('\n') + '\n');
+  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    const answer = await rl.question(`Pause these ${count} participants once the upload completes? [y/N] `);
+    if (!/^y(es)?$/i.test(answer.trim())) throw new CliError(`Not confirmed; bulk upload ${job.upload_id} stays pending and nothing was written`);
+  } finally {
+    rl.close();
+  }
+  return count;
 }
 
 /** Runs `ldp upload`. */
@@ -143,24 +209,27 @@ export async function upload(file: string, opts: UploadOptions): Promise<void> {
     }
   }
   if (!opts.dryRun) await attestation(opts, file);
-  const base = (await aggregatorUrl(opts)).replace(/\/+$/, '');
+  const base = (await aggregatorUrl(opts)).replace(/(?<!\/)\/+$/, '');
   const token = await bearerToken(opts);
 
   const form = new FormData();
   form.set('participant_type', opts.type);
   if (columnMap) form.set('column_map', columnMap);
   if (opts.mapping) form.set('mapping_id', opts.mapping);
+  if (opts.mode) form.set('mode', opts.mode);
+  if (opts.sync) form.set('sync', 'true');
   // A file-backed Blob: fetch streams it from disk.
   form.set('file', await openAsBlob(file), path.basename(file));
   const started = Date.now();
   const created = await call<BulkUploadJson>(`${base}/v1/bulk-uploads`, token, { method: 'POST', body: form });
   const uploadedMs = Date.now() - started;
   if (opts.dryRun) {
-    await dryRun(base, token, created, opts);
+    await dryRun(base, token, created, opts, file);
     return;
   }
+  const sync = created.sync ? { confirm_pause: await confirmedPause(base, token, created, opts), allow_large_pause: opts.allowLargePause ?? false } : {};
   let job = await call<BulkUploadJson>(`${base}/v1/bulk-uploads/${created.upload_id}/start`, token, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ attestation: true }),
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ attestation: true, ...sync }),
   });
   process.stdout.write(`bulk upload ${job.upload_id}: ${path.basename(file)} (${job.file_format}, ${(info.size / 1e6).toFixed(1)} MB, uploaded in ${(uploadedMs / 1000).toFixed(1)} s) is ${job.status}\n`);
   if (!opts.wait) {
@@ -194,6 +263,7 @@ export async function upload(file: string, opts: UploadOptions): Promise<void> {
   process.stdout.write([
     `completed: ${total} row${total === 1 ? '' : 's'} — ${job.passed} passed, ${job.failed} failed, ${job.skipped} skipped`
       + `${job.passed + job.failed + job.skipped === total ? '' : ' (counts do not add up!)'}`,
+    ...(job.mode !== 'create' ? [`passed: ${job.created} created, ${job.updated} updated, ${job.unchanged} unchanged${job.sync ? `; paused: ${job.paused}` : ''}`] : []),
     ...(total === 0 ? ['the file has a header row but no data rows (blank rows are not counted): nothing was onboarded'] : []),
     `time: ${seconds.toFixed(1)} s from upload start to completion${total ? `, ${total / seconds < 10 ? (total / seconds).toFixed(1) : Math.round(total / seconds)} rows/s` : ''}`,
   ].join('\n') + '\n');

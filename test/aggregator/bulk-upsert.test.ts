@@ -5,11 +5,14 @@
  * written for unchanged rows, the dry run's diff, and the sync guard and pause.
  */
 import { randomUUID } from 'node:crypto';
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createUpload, csv, errorReport, participantsOf, startUpload, waitForJob } from '../helpers/bulk-upload.ts';
 import { startTestPlatform, type TestAggregator, type TestPlatform } from '../helpers/platform.ts';
 import { until } from '../helpers/until.ts';
+import { runLdp } from '../helpers/cli.ts';
 
 let platform: TestPlatform;
 let searchKey: string;
@@ -86,7 +89,7 @@ describe('upsert by external id, and sync', () => {
   const second = [
     facility(1, 'Village 1', 'Medical'), facility(2, 'Zorawarpur'), ...first.slice(3), facility(11),
   ];
-  let before: Map<string, Record<string, unknown>>;
+  let before: Awaited<ReturnType<typeof byExternalId>>;
 
   beforeAll(async () => {
     agg = await platform.aggregator({ types: ['provider'] });
@@ -309,5 +312,35 @@ describe('the large-pause guard', () => {
     expect(await waitForJob(platform, agg.token, id)).toMatchObject({ status: 'completed', unchanged: 3, paused: 7 });
     const statuses = (await participantsOf(platform, agg.aggregatorId)).map((p) => p.lifecycle_status);
     expect(statuses.filter((s) => s === 'paused')).toHaveLength(7);
+  });
+});
+
+describe('ldp upload --mode upsert --sync', () => {
+  it('--dry-run prints the diff and the count to pause; the real run needs that count and gives the same counts', async () => {
+    const agg = await platform.aggregator({ types: ['provider'], roles: ['operator'] });
+    await run(agg, Array.from({ length: 8 }, (_, i) => facility(i + 1)));
+    const file = path.join(platform.dataDir, 'facilities-v2.csv');
+    await writeFile(file, csv(HEADER, [facility(1, 'Rajaund'), ...Array.from({ length: 6 }, (_, i) => facility(i + 2)), facility(9)]));
+    const env = { DATA_DIR: platform.dataDir, LDP_TOKEN: agg.token };
+    const args = ['upload', file, '--type', 'provider', '--mode', 'upsert', '--sync', '--url', platform.url('aggregator')];
+
+    const dry = await runLdp([...args, '--dry-run'], env);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toMatch(/dry run of bulk upload [0-9a-f-]{36} \(facilities-v2\.csv, upsert, sync\): all 8 data rows; nothing was written/);
+    expect(dry.stdout).toMatch(/^\s*2 {2}updated {2}locality: Village 1 → Rajaund$/m);
+    expect(dry.stdout).toMatch(/^\s*9 {2}created/m);
+    expect(dry.stdout).toContain('would be: 1 created, 1 updated, 6 unchanged, 0 failed, 0 skipped');
+    expect(dry.stdout).toContain('to pause (no longer in the file): 1 — F-8');
+    expect(dry.stdout).toContain('--mode upsert --sync --confirm-pause 1 --attest --wait');
+    expect((await byExternalId(agg)).get('F-1')!.profile.locality).toBe('Village 1');
+
+    const wrong = await runLdp([...args, '--confirm-pause', '3', '--attest', '--wait'], env);
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toMatch(/finds 1 participants to pause, not 3; nothing was started/);
+    const real = await runLdp([...args, '--confirm-pause', '1', '--attest', '--wait', '--interval', '100'], env);
+    expect(real.code, real.stderr).toBe(0);
+    expect(real.stdout).toContain('completed: 8 rows — 8 passed, 0 failed, 0 skipped');
+    expect(real.stdout).toContain('passed: 1 created, 1 updated, 6 unchanged; paused: 1');
+    expect((await byExternalId(agg)).get('F-8')!.lifecycle_status).toBe('paused');
   });
 });
