@@ -18,7 +18,7 @@ import {
 import { discoverViaSearch } from '../../lib/signals/discover/search-path.ts';
 import type { FieldInfo, Network } from '../../lib/network/config.ts';
 import { SearchRejectedError, SearchUnavailableError } from '../../lib/clients/search-client.ts';
-import { MAX_FILTERS as SEARCH_MAX_FILTERS, MAX_FILTER_VALUES, MAX_TEXT_LENGTH } from '../../lib/search/request.ts';
+import { MAX_FILTERS as SEARCH_MAX_FILTERS, MAX_FILTER_VALUES, MAX_TEXT_LENGTH, PAGE_DEPTH_NOTE } from '../../lib/search/request.ts';
 import { itemRecordSchema } from '../../lib/network/items.ts';
 import { HttpError, type FieldErrors } from '../http/errors.ts';
 import { API_EXAMPLES } from '../http/openapi.ts';
@@ -56,7 +56,7 @@ export const discoverRequestSchema = z.strictObject({
   ordering_longitude: lng.optional(),
   anchor_item_id: z.uuid().optional(),
   limit: z.number().int().min(1).max(100).default(20),
-  offset: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0),
+  offset: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0).meta({ description: PAGE_DEPTH_NOTE }),
 });
 type DiscoverRequest = z.output<typeof discoverRequestSchema>;
 

@@ -20,7 +20,9 @@
  *   centre (nearest order) or the first s_dwithin point to the item's nearest location;
  * - `meta.total` is exact up to TOTAL_EXACT_BOUND (and past it when the page collected every
  *   match); past it, an estimate (the planner's, or extrapolated from where the counted rows lie:
- *   countRows), flagged `meta.total_estimated: true`; every page is complete.
+ *   countRows), flagged `meta.total_estimated: true`; every page is complete;
+ * - no row past MAX_PAGE_DEPTH (offset + limit, lib/network/page-depth.ts) is returned: a deeper page is
+ *   cut there, and one starting past it is empty without the index or a table being walked.
  * Nearest neighbours come from the engine's VectorIndex (lib/search/vector-index.ts) when it is
  * ready and the candidates are many, else from the exact path.
  * Relevance compares only vectors of the provider's model version: during a re-index after a model
@@ -29,6 +31,7 @@
 import type { EmbeddingProvider } from './embeddings/index.ts';
 import { cosineSimilarity, sameModelVersion } from './embeddings/index.ts';
 import type { ItemRecord } from '../network/items.ts';
+import { rowsWithinDepth } from '../network/page-depth.ts';
 import { interactionAllowed, type Network } from '../network/config.ts';
 import { filterSql, resolveFilter, type ResolvedFilter } from './filters.ts';
 import { boundingBox, fromCoordinates, type GeoPoint } from '../network/geo.ts';
@@ -381,7 +384,9 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
   const { context, message: { intent, pagination } } = body;
   const limit = pagination?.limit ?? DEFAULT_LIMIT;
   const offset = pagination?.offset ?? 0;
-  const depth = offset + limit;
+  // The rows of the page within MAX_PAGE_DEPTH: none past it, however deep the offset.
+  const take = rowsWithinDepth(offset, limit);
+  const depth = offset + take;
   const exactMax = engine.exactMaxRows ?? EXACT_MAX_ROWS;
   const totalBound = engine.totalExactBound ?? TOTAL_EXACT_BOUND;
   const { filters } = checkScope(network, body);
@@ -550,14 +555,14 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
       const order = sort === 'nearest' ? 'dist ASC NULLS LAST, i.created_at DESC, i.item_id DESC' : 'i.created_at DESC, i.item_id DESC';
       const select = `SELECT i.item_id::text AS item_id, i.created_at, ${distance} AS dist FROM search.items i WHERE ${f.where}`;
       if (!collect) {
-        const { rows } = await db.query<{ item_id: string }>(`${select} ORDER BY ${order} LIMIT ${p(limit)} OFFSET ${p(offset)}`, f.params);
+        const { rows } = await db.query<{ item_id: string }>(`${select} ORDER BY ${order} LIMIT ${p(take)} OFFSET ${p(offset)}`, f.params);
         return { ids: rows.map((r) => r.item_id) };
       }
       // One row: the count and the page's ids in order (ARRAY keeps its sub-select's order).
       const { rows: [row] } = await db.query<{ n: number | null; ids: string[] }>(
         `WITH m AS MATERIALIZED (${select})
          SELECT ${count ? '(SELECT count(*) FROM m)::int' : 'NULL::int'} AS n,
-                ARRAY(SELECT i.item_id FROM m AS i ORDER BY ${order} LIMIT ${p(limit)} OFFSET ${p(offset)}) AS ids`, f.params);
+                ARRAY(SELECT i.item_id FROM m AS i ORDER BY ${order} LIMIT ${p(take)} OFFSET ${p(offset)}) AS ids`, f.params);
       return { ids: row.ids, ...(row.n !== null ? { n: row.n } : {}) };
     };
 
@@ -599,7 +604,7 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
 
     // The page: by rank through the vector index, else ordered in SQL.
     let page: { item_id: string; score?: number }[] = [];
-    if (offset < total || estimated) {
+    if (take > 0 && (offset < total || estimated)) {
       if (relevance && ranking) {
         const known = estimated ? undefined : total;
         // The similar items rank first (any other match is less similar, or it would be among them).

@@ -3,6 +3,7 @@
  * schema of the envelope and the error the search core throws for a request it cannot answer.
  */
 import { z } from 'zod';
+import { MAX_PAGE_DEPTH } from '../network/page-depth.ts';
 
 export const FILTER_OPS = ['eq', 'neq', 'in', 'contains', 'contains_any', 'gt', 'gte', 'lt', 'lte'] as const;
 export type FilterOp = (typeof FILTER_OPS)[number];
@@ -16,6 +17,9 @@ export const MAX_FILTER_VALUES = 100;
 export const MAX_SPATIAL = 5;
 export const DEFAULT_LIMIT = 20;
 export const MAX_LIMIT = 100;
+/** The rule of MAX_PAGE_DEPTH (lib/network/page-depth.ts), as the API docs state it. */
+export const PAGE_DEPTH_NOTE = `Rows past the ${MAX_PAGE_DEPTH.toLocaleString('en')}th (offset + limit) are not returned: a page reaching past it is cut there, `
+  + 'one starting past it is empty; meta.total still counts every match.';
 /** The envelope version echoed when the request has none (spec "Versioning" 2). */
 export const DEFAULT_VERSION = '1.0.0';
 
@@ -55,7 +59,7 @@ export const searchBodySchema = z.strictObject({
     }),
     pagination: z.strictObject({
       limit: z.number().int().min(1).max(MAX_LIMIT).default(DEFAULT_LIMIT),
-      offset: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0),
+      offset: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0).meta({ description: PAGE_DEPTH_NOTE }),
     }).optional(),
   }),
 });

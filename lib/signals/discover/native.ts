@@ -15,10 +15,12 @@
  *   centre, else newest); a requested order whose precondition is unmet degrades to newest.
  *   Without the embeddings the anchor cannot rank: `anchor_applied` is false here, and an anchor
  *   without text falls back to nearest from the anchor's own location when it has one;
- * - `total` is exact (a count with the same conditions).
+ * - `total` is exact (a count with the same conditions);
+ * - no row past MAX_PAGE_DEPTH (offset + limit, lib/network/page-depth.ts) is returned, as in search.
  */
 import { withTransaction, type Pool, type Queryable } from '../../platform/db.ts';
 import { RECORD_COLUMNS } from '../../network/items.ts';
+import { rowsWithinDepth } from '../../network/page-depth.ts';
 import { interactionAllowed, type Network } from '../../network/config.ts';
 import { boundingBox } from '../../network/geo.ts';
 import type { DiscoverItem, DiscoverPage, DiscoverQuery, DiscoverSort, GeoPoint } from './query.ts';
@@ -181,10 +183,13 @@ async function nativeQuery(db: Queryable, network: Network, query: DiscoverQuery
     extra.push(`${distanceSql(`${p(distanceFrom.lat)}::float8`, `${p(distanceFrom.lng)}::float8`)} AS "distanceMeters"`);
     if (sort === 'nearest') order = `"distanceMeters" ASC NULLS LAST, ${order}`;
   }
+  const take = rowsWithinDepth(query.offset, query.limit);
   const pageSql = `SELECT ${[RECORD_COLUMNS, ...extra].join(', ')} FROM signals.items AS i WHERE ${whereSql}
-    ORDER BY ${order} LIMIT ${p(query.limit)} OFFSET ${p(query.offset)}`;
+    ORDER BY ${order} LIMIT ${p(take)} OFFSET ${p(query.offset)}`;
 
-  const page = await db.query<DiscoverItem & { score?: number | null; distanceMeters?: number | null }>(pageSql, params);
+  const page = take > 0
+    ? await db.query<DiscoverItem & { score?: number | null; distanceMeters?: number | null }>(pageSql, params)
+    : { rows: [] };
   const count = await db.query<{ total: number }>(`SELECT count(*) AS total FROM signals.items AS i WHERE ${whereSql}`, countParams);
   const items = page.rows.map(({ score, distanceMeters, ...record }) => ({
     ...record,
