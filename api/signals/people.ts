@@ -52,6 +52,9 @@ export const guardianSchema = z.strictObject({
   guardianPhone: phone.optional(),
   guardianDeclarationAccepted: z.boolean(),
   sameContactAcknowledged: z.boolean().optional(),
+  // Beyond the spec's fields (review of issue 29): the guardian on record's consent to be replaced.
+  currentGuardianOtp: z.string().regex(/^\d{6}$/).optional()
+    .meta({ description: 'Only to replace the guardian of a minor still pending: a code sent to the guardian on record' }),
 });
 export const precheckSchema = z.strictObject({
   network: z.string().min(1),
@@ -119,10 +122,12 @@ export function peopleRoutes(ctx: PlatformContext): Router {
     const contact = contactOf({ email: body.email, phone: body.phoneNumber }, { email: 'email', phone: 'phoneNumber' }, true);
     const guardian = contactOf({ email: body.guardianEmail, phone: body.guardianPhone }, { email: 'guardianEmail', phone: 'guardianPhone' }, true);
     await limit(req, contact);
-    await withTransaction(ctx.pool, (client) => guardianSignup(client, ctx.pii, ctx.network, ctx.config.GUARDIAN_MAX_WARDS, {
+    const result = await withTransaction(ctx.pool, (client) => guardianSignup(client, ctx.pii, ctx.network, ctx.config.GUARDIAN_MAX_WARDS, {
       domain: body.domain, contact, age: body.age, guardianName: body.guardianName, guardian,
-      sameContactAcknowledged: body.sameContactAcknowledged ?? false,
+      sameContactAcknowledged: body.sameContactAcknowledged ?? false, currentGuardianOtp: body.currentGuardianOtp,
     })).catch((err) => { throw asHttp(err); });
+    // A wrong proof was committed (the wrong try counts), then refused.
+    if ('refusal' in result) throw asHttp(result.refusal);
     res.status(201).json({ otpSent: true });
   });
 
@@ -139,7 +144,7 @@ export function peopleRoutes(ctx: PlatformContext): Router {
 
 /** Domain refusals as HTTP errors (anything else is rethrown as it is). */
 export function asHttp(err: unknown): unknown {
-  if (err instanceof PeopleError) return new HttpError(err.status, err.message, { code: err.code });
+  if (err instanceof PeopleError) return new HttpError(err.status, err.message, { code: err.code, headers: err.headers });
   if (err instanceof RateLimitedError) return new HttpError(429, err.message, { code: 'RATE_LIMITED', headers: { 'Retry-After': String(err.retryAfterSeconds) } });
   if (err instanceof OneTimeCodeError) {
     const status = err.code === 'OTP_SEND_LIMIT' || err.code === 'OTP_TOO_MANY_TRIES' ? 429 : err.code === 'OTP_EXPIRED' ? 410 : 401;
@@ -166,7 +171,9 @@ export const peopleRouteDocs: RouteDoc[] = [
     body: { schema: guardianSchema, example: API_EXAMPLES.guardian_signup },
     responses: { 201: { description: 'Signed up, pending the guardian\'s one-time code', schema: z.object({ otpSent: z.literal(true) }) } },
     errors: {
-      409: 'NOT_A_MINOR, SAME_CONTACT_NOT_ALLOWED, ALREADY_REGISTERED or TOO_MANY_WARDS', 429: rateLimited,
+      403: 'currentGuardianOtp wrong (GUARDIAN_OTP_INVALID) or expired/used (GUARDIAN_OTP_EXPIRED)',
+      409: 'NOT_A_MINOR, SAME_CONTACT_NOT_ALLOWED, ALREADY_REGISTERED, TOO_MANY_WARDS, or GUARDIAN_ALREADY_SET (a minor still pending has another guardian: currentGuardianOtp needed)',
+      429: `${rateLimited}; GUARDIAN_OTP_TOO_MANY_TRIES`,
     },
   },
   {

@@ -9,13 +9,13 @@ import type { PiiCrypto } from '../platform/crypto.ts';
 import type { PoolClient, Queryable } from '../platform/db.ts';
 import type { Network } from '../network/config.ts';
 import { enqueueMessage } from './messages.ts';
-import { createCode } from './one-time-codes.ts';
+import { consumeCode, createCode, OneTimeCodeError } from './one-time-codes.ts';
 import { contactKeys, encryptPerson, findOrCreateUser, findUserByKeys, type Contact } from './people.ts';
 
 /** A refusal with its HTTP status and API error code. */
 export class PeopleError extends Error {
   name = 'PeopleError';
-  constructor(readonly status: number, readonly code: string, message: string) {
+  constructor(readonly status: number, readonly code: string, message: string, readonly headers?: Record<string, string>) {
     super(message);
   }
 }
@@ -60,18 +60,26 @@ export interface GuardianSignupInput {
   guardianName: string;
   guardian: Contact;
   sameContactAcknowledged: boolean;
+  /** A code sent to the guardian on record (its guardian scope): proof that this guardian agrees to be replaced. */
+  currentGuardianOtp?: string;
 }
 
 /**
  * Registers a minor as `pending_guardian` with its guardian and sends the guardian a code. A minor
- * already pending gets a new code (to the guardian on record, updated from this request).
+ * already pending keeps its guardian (review of issue 29: knowing the minor's contact must not be
+ * enough to become its guardian): when the request names the guardian on record (each contact it
+ * gives is the record's), a new code is sent to that guardian and the record stays as it is;
+ * another guardian replaces it only with `currentGuardianOtp`, a code the guardian on record got
+ * (its guardian scope; consumed), and the new guardian then gets a code.
+ * @returns the user and channel, or `refusal`: a wrong proof, to be committed (the wrong try
+ *   counts) and then answered.
  * @throws PeopleError 409 `NOT_A_MINOR`, `SAME_CONTACT_NOT_ALLOWED`, `TOO_MANY_WARDS`,
- *   `ALREADY_REGISTERED` (an active or disabled user holds the minor's contact);
- *   OneTimeCodeError `OTP_SEND_LIMIT`.
+ *   `ALREADY_REGISTERED` (an active or disabled user holds the minor's contact),
+ *   `GUARDIAN_ALREADY_SET` (another guardian, without proof); OneTimeCodeError `OTP_SEND_LIMIT`.
  */
 export async function guardianSignup(
   client: PoolClient, pii: PiiCrypto, network: Network, maxWards: number, input: GuardianSignupInput,
-): Promise<{ userId: string; channel: 'email' | 'sms' }> {
+): Promise<{ userId: string; channel: 'email' | 'sms' } | { refusal: PeopleError }> {
   const consentAge = network.people.guardian_consent_age;
   if (input.age >= consentAge) {
     throw new PeopleError(409, 'NOT_A_MINOR', `age ${input.age} is not under ${consentAge}: sign up through POST /api/v1/auth/signup`);
@@ -86,6 +94,25 @@ export async function guardianSignup(
   const existing = await findUserByKeys(client, contactKeys(pii, input.contact));
   if (existing && existing.status !== 'pending_guardian') {
     throw new PeopleError(409, 'ALREADY_REGISTERED', 'A user with this e-mail or phone is already registered');
+  }
+  if (existing) {
+    // The guardian on record, locked until the transaction ends (one re-registration at a time).
+    const { rows: [current] } = await client.query<{ phone_index: Buffer | null; email_index: Buffer | null }>(
+      'SELECT phone_index, email_index FROM signals.guardians WHERE ward_user_id = $1 FOR UPDATE', [existing.user_id]);
+    if (current) {
+      const onRecord = (given: Buffer | undefined, held: Buffer | null) => !given || (held !== null && given.equals(held));
+      if (onRecord(guardianKeys.phoneIndex, current.phone_index) && onRecord(guardianKeys.emailIndex, current.email_index)) {
+        return { userId: existing.user_id, channel: await sendGuardianCode(client, pii, network, existing.user_id, 'guardian_code') };
+      }
+      if (input.currentGuardianOtp === undefined) {
+        throw new PeopleError(409, 'GUARDIAN_ALREADY_SET', 'This minor is registered with another guardian: send the guardian on record\'s contact '
+          + 'to send them a new code, or currentGuardianOtp, a code they received, to name a new guardian');
+      }
+      const refusal = await proveCurrentGuardian(client, pii, existing.user_id, input.currentGuardianOtp);
+      if (refusal) return { refusal };
+      // The replaced guardian's other codes die with their role.
+      await client.query('UPDATE signals.one_time_codes SET used_at = now() WHERE scope = $1 AND used_at IS NULL', [guardianScope(existing.user_id)]);
+    }
   }
   // Counting wards and adding one is serialised per guardian contact.
   for (const k of [guardianKeys.phoneIndex, guardianKeys.emailIndex]) {
@@ -109,10 +136,27 @@ export async function guardianSignup(
      VALUES ($1, $2, $3, $4, $5, $6, now(), $7)
      ON CONFLICT (ward_user_id) DO UPDATE SET name_encrypted = EXCLUDED.name_encrypted, phone_encrypted = EXCLUDED.phone_encrypted,
        email_encrypted = EXCLUDED.email_encrypted, phone_index = EXCLUDED.phone_index, email_index = EXCLUDED.email_index,
-       declaration_accepted_at = now(), same_contact_acknowledged = EXCLUDED.same_contact_acknowledged`,
+       declaration_accepted_at = now(), same_contact_acknowledged = EXCLUDED.same_contact_acknowledged, confirmed_at = NULL`,
     [userId, g.name_encrypted, g.phone_encrypted, g.email_encrypted, g.phone_index, g.email_index, input.sameContactAcknowledged]);
   const channel = await sendGuardianCode(client, pii, network, userId, 'guardian_code');
   return { userId, channel };
+}
+
+/**
+ * Consumes `otp` in the minor's guardian scope: the guardian on record's consent to be replaced.
+ * @returns undefined when right, else the refusal (403 `GUARDIAN_OTP_INVALID` / `GUARDIAN_OTP_EXPIRED`,
+ *   429 `GUARDIAN_OTP_TOO_MANY_TRIES` with Retry-After), as the action's guardian step answers.
+ */
+async function proveCurrentGuardian(client: PoolClient, pii: PiiCrypto, wardUserId: string, otp: string): Promise<PeopleError | undefined> {
+  try {
+    await consumeCode(client, pii, guardianScope(wardUserId), otp);
+    return undefined;
+  } catch (err) {
+    if (!(err instanceof OneTimeCodeError)) throw err;
+    if (err.code === 'OTP_TOO_MANY_TRIES') return new PeopleError(429, 'GUARDIAN_OTP_TOO_MANY_TRIES', err.message, { 'Retry-After': String(err.retryAfterSeconds) });
+    if (err.code === 'OTP_EXPIRED') return new PeopleError(403, 'GUARDIAN_OTP_EXPIRED', `currentGuardianOtp: ${err.message}`);
+    return new PeopleError(403, 'GUARDIAN_OTP_INVALID', 'currentGuardianOtp: the code is not right');
+  }
 }
 
 /**

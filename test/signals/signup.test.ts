@@ -156,6 +156,55 @@ describe('guardian signup', () => {
   });
 });
 
+describe('guardian signup of a minor already pending (Trust II)', () => {
+  const guardianOf = async (email: string) => {
+    const { rows } = await platform.ctx.pool.query(
+      `SELECT g.name_encrypted, g.email_encrypted, g.phone_encrypted, g.ward_user_id FROM signals.guardians g JOIN signals.users u ON u.user_id = g.ward_user_id
+        WHERE u.email_index = $1`, [platform.ctx.pii.blindIndex('email', email)]);
+    const d = (v: string | null) => (v ? platform.ctx.pii.decrypt(v) : null);
+    return rows.map((r) => ({ name: d(r.name_encrypted), email: d(r.email_encrypted), phone: d(r.phone_encrypted), ward: r.ward_user_id }));
+  };
+  const guardianRoute = '/api/v1/consent/u18/signup/guardian';
+
+  it('never replaces the guardian without a code the guardian on record got, nor sends a code to another guardian', async () => {
+    // The minor's e-mail and phone: each request below names one, to stay under the per-identifier limit (4).
+    const kid = { email: 'ravi.kid@example.in', phoneNumber: '+919811100001' };
+    const first = await post(guardianRoute, minor({ ...kid, guardianName: 'Kamla Devi', guardianEmail: 'kamla@example.in' }));
+    expect(first.status).toBe(201);
+    const firstCode = codeOf(await waitForMessage(() => smtp.messages, 'kamla@example.in'));
+    const record = await guardianOf(kid.email);
+    expect(record).toEqual([expect.objectContaining({ name: 'Kamla Devi', email: 'kamla@example.in', phone: null })]);
+
+    // Someone who knows the minor's e-mail names themselves: refused, nothing sent to them.
+    const stranger = await post(guardianRoute, minor({ email: kid.email, guardianName: 'Stranger', guardianEmail: 'stranger@example.in' }));
+    shapeB(stranger, 409, 'GUARDIAN_ALREADY_SET');
+    // The guardian's e-mail plus a phone of theirs (SMS would not reach the guardian on record): refused too.
+    shapeB(await post(guardianRoute, minor({ phoneNumber: kid.phoneNumber, guardianEmail: 'kamla@example.in', guardianPhone: '+919822200002' })), 409, 'GUARDIAN_ALREADY_SET');
+    // A wrong code of the guardian on record: refused, and the wrong try counted.
+    const wrong = String((Number(firstCode) + 1) % 1_000_000).padStart(6, '0');
+    shapeB(await post(guardianRoute, minor({ email: kid.email, guardianEmail: 'stranger@example.in', currentGuardianOtp: wrong })), 403, 'GUARDIAN_OTP_INVALID');
+    expect((await platform.ctx.pool.query('SELECT 1 FROM signals.one_time_code_failures WHERE scope = $1', [`guardian:${record[0].ward}`])).rowCount).toBe(1);
+    shapeB(await post(guardianRoute, minor({ email: kid.email, guardianEmail: 'stranger@example.in', currentGuardianOtp: 'abc' })), 400, 'invalid_request');
+    expect(await guardianOf(kid.email)).toEqual(record);
+
+    // The guardian on record (another name given changes nothing): a new code, to them.
+    const again = await post(guardianRoute, minor({ phoneNumber: kid.phoneNumber, guardianName: 'K. Devi', guardianEmail: 'kamla@example.in' }));
+    expect(again.status).toBe(201);
+    const secondCode = codeOf(await waitForMessage(() => smtp.messages, 'kamla@example.in', 1));
+    expect(await guardianOf(kid.email)).toEqual(record);
+
+    // With a code the guardian on record got: replaced, and the new guardian gets a code.
+    const replaced = await post(guardianRoute, minor({ email: kid.email, guardianName: 'Mohan Lal', guardianEmail: 'mohan@example.in', currentGuardianOtp: secondCode }));
+    expect(replaced.status).toBe(201);
+    expect(await guardianOf(kid.email)).toEqual([expect.objectContaining({ name: 'Mohan Lal', email: 'mohan@example.in' })]);
+    expect(codeOf(await waitForMessage(() => smtp.messages, 'mohan@example.in'))).toMatch(/^\d{6}$/);
+    // The replaced guardian's codes are spent; the stranger never got anything.
+    const { rows: live } = await platform.ctx.pool.query('SELECT 1 FROM signals.one_time_codes WHERE scope = $1 AND used_at IS NULL', [`guardian:${record[0].ward}`]);
+    expect(live).toHaveLength(1);
+    expect(smtp.messages.filter((m) => m.to === 'stranger@example.in')).toEqual([]);
+  });
+});
+
 describe('u18 precheck', () => {
   it('requires the date of birth unless a user with a known age holds the contact', async () => {
     const unknown = await post('/api/v1/auth/u18-precheck', { network: 'local-discovery', email: 'nobody@example.in' });
