@@ -6,7 +6,8 @@
  *                                          openid-client). Built-in: a page asking for an e-mail or phone;
  *                                          with `email`/`phoneNumber`, sends a one-time code and shows the code form
  * - `GET  /api/v1/auth/session/callback`  OIDC: `code`, `state` from the issuer. Built-in: `state`, `code` from
- *                                          the form. Opens a session (cookie), then redirects to `return_to` (a
+ *                                          the form. Only in the browser (or client) holding the login cookie of
+ *                                          that state. Opens a session (cookie), then redirects to `return_to` (a
  *                                          local path) or, for `Accept: application/json`, answers the user and a
  *                                          bearer token
  * - `GET  /api/v1/auth/session`           the session and its user, or 401
@@ -14,6 +15,7 @@
  * - `GET  /api/v1/auth/me`                the user (or aggregator) of a session cookie or a bearer token, or 401
  * Errors in shape A.
  */
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { Router, type Request, type Response } from 'express';
 import * as oidc from 'openid-client';
 import { z } from 'zod';
@@ -26,7 +28,8 @@ import {
   contactKeys, encryptPerson, findOrCreateUser, findUserByKeys, getUserProfile, normaliseEmail, normalisePhone, type Contact,
 } from '../../lib/signals/people.ts';
 import {
-  createSession, findSession, finishLoginFlow, findLoginFlow, revokeSession, SESSION_COOKIE, startLoginFlow, type LoginFlow,
+  createSession, findSession, finishLoginFlow, findLoginFlow, LOGIN_COOKIE, LOGIN_COOKIE_PATH, LOGIN_FLOW_TTL_SECONDS, revokeSession,
+  SESSION_COOKIE, startLoginFlow, type LoginFlow,
 } from '../../lib/signals/sessions.ts';
 import { HttpError } from '../http/errors.ts';
 import type { RouteDoc } from '../http/route-doc.ts';
@@ -55,6 +58,18 @@ const page = (title: string, body: string) => `<!doctype html>
 /** A same-site path to return to (never another origin: no open redirect), or null. */
 const localPath = (p: string | undefined | null) => (p && /^\/(?![/\\])[^\s]*$/.test(p) ? p : null);
 const wantsJson = (req: Request) => req.accepts(['html', 'json']) === 'json';
+/** The login cookie's attributes: as the session cookie's, but sent to the login routes only. */
+const loginCookie = (req: Request) => ({ httpOnly: true, secure: !LOOPBACK.has(req.hostname), sameSite: 'lax' as const, path: LOGIN_COOKIE_PATH });
+/** Binds the flow of `state` to this browser (or cookie-keeping client): the callback needs the cookie. */
+const bindLogin = (req: Request, res: Response, state: string) => {
+  res.cookie(LOGIN_COOKIE, state, { ...loginCookie(req), maxAge: LOGIN_FLOW_TTL_SECONDS * 1000 });
+};
+const digest = (s: string) => createHash('sha256').update(s).digest();
+/** Whether the request carries the login cookie of `state` (compared in constant time). */
+const boundHere = (req: Request, state: string) => {
+  const held = cookieOf(req, LOGIN_COOKIE);
+  return held !== undefined && timingSafeEqual(digest(held), digest(state));
+};
 
 export function authRoutes(ctx: PlatformContext): Router {
   const router = Router();
@@ -77,6 +92,7 @@ export function authRoutes(ctx: PlatformContext): Router {
     res.cookie(SESSION_COOKIE, token, {
       httpOnly: true, secure: !LOOPBACK.has(req.hostname), sameSite: 'lax', path: '/', maxAge: ctx.config.SESSION_TTL_SECONDS * 1000,
     });
+    res.clearCookie(LOGIN_COOKIE, loginCookie(req));
     if (wantsJson(req)) {
       const user = await getUserProfile(ctx.pool, ctx.pii, userId);
       res.json({
@@ -120,6 +136,7 @@ export function authRoutes(ctx: PlatformContext): Router {
         redirect_uri: callbackUrl(), scope: 'openid email profile', state: flow.state, nonce: flow.nonce!,
         code_challenge: await oidc.calculatePKCECodeChallenge(codeVerifier), code_challenge_method: 'S256',
       });
+      bindLogin(req, res, flow.state);
       res.redirect(302, url.href);
       return;
     }
@@ -149,8 +166,9 @@ ${returnTo ? `<input type="hidden" name="return_to" value="${escape(returnTo)}">
       }
       return started;
     }).catch((err) => { throw asHttp(err); });
+    bindLogin(req, res, flow.state);
     if (wantsJson(req)) {
-      res.status(202).json({ state: flow.state, code_sent: true, expires_in: 600 });
+      res.status(202).json({ state: flow.state, code_sent: true, expires_in: LOGIN_FLOW_TTL_SECONDS });
       return;
     }
     res.type('html').send(page('Enter your code', `<p>If ${escape(contact.email ?? contact.phone!)} is registered, a 6-digit code is on its way.</p>
@@ -162,6 +180,11 @@ ${returnTo ? `<input type="hidden" name="return_to" value="${escape(returnTo)}">
 
   router.get('/auth/session/callback', async (req, res) => {
     const query = parse(callbackQuery, req.query, 'query');
+    // Login CSRF: a state (and code) started elsewhere, e.g. an attacker's own login sent to a victim, is refused
+    // before the flow is looked at (so it is not used up, nor a wrong try counted).
+    if (!boundHere(req, query.state)) {
+      throw new HttpError(400, 'This login was not started in this browser (or its cookie expired); start again', { code: 'invalid_login_state' });
+    }
     // The flow is checked and used in a transaction that commits even when the code is wrong, so wrong tries count.
     let failure: unknown;
     const flow = await withTransaction(ctx.pool, async (client): Promise<LoginFlow | null> => {
@@ -267,7 +290,8 @@ export const authRouteDocs: RouteDoc[] = [
   },
   {
     method: 'GET', path: '/api/v1/auth/session/login', summary: 'Start a login', tags: ['auth'], security: 'none',
-    description: 'With OIDC configured: redirect to the issuer (code flow with PKCE). Built-in: without `email`/`phoneNumber` a page asking for one; with one, a one-time code is sent when the contact is registered (the answer is the same either way) and the code form is shown, or for `Accept: application/json` 202 with the login `state`.',
+    description: 'With OIDC configured: redirect to the issuer (code flow with PKCE). Built-in: without `email`/`phoneNumber` a page asking for one; with one, a one-time code is sent when the contact is registered (the answer is the same either way) and the code form is shown, or for `Accept: application/json` 202 with the login `state`. '
+      + `A started login sets the cookie \`${LOGIN_COOKIE}\` (HttpOnly, SameSite=Lax, Path=${LOGIN_COOKIE_PATH}, 10 minutes), which the callback needs: JSON clients keep it too.`,
     query: loginQuery,
     responses: {
       200: html('The sign-in page or the code form'),
@@ -278,14 +302,16 @@ export const authRouteDocs: RouteDoc[] = [
   },
   {
     method: 'GET', path: '/api/v1/auth/session/callback', summary: 'Finish a login and open a session (cookie)', tags: ['auth'], security: 'none',
-    description: 'OIDC: `code` and `state` from the issuer. Built-in: `state` and the one-time `code` of the form. Sets the session cookie; answers the user and a bearer token for `Accept: application/json`, else redirects to `return_to` or shows a page.',
+    description: 'OIDC: `code` and `state` from the issuer. Built-in: `state` and the one-time `code` of the form. '
+      + `Only with the cookie \`${LOGIN_COOKIE}\` of that state, set by the login (else 400 invalid_login_state). `
+      + 'Sets the session cookie; answers the user and a bearer token for `Accept: application/json`, else redirects to `return_to` or shows a page.',
     query: callbackQuery,
     responses: {
       200: { description: 'Signed in', schema: signedInSchema, content: [{ type: 'text/html', schema: z.string() }] },
       303: { description: 'Signed in: redirect to return_to' },
     },
     errors: {
-      400: 'Invalid request, or the login expired or was already used', 401: 'Wrong code, or the identity provider did not confirm the login',
+      400: 'Invalid request, or the login expired, was already used or was started in another browser (invalid_login_state)', 401: 'Wrong code, or the identity provider did not confirm the login',
       403: 'No verified e-mail from the identity provider, or the user is disabled', 410: 'The code has expired', 429: 'Too many wrong codes',
     },
   },

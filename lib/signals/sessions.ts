@@ -3,13 +3,21 @@
  * server keeps only its SHA-256 with the user, expiry and revocation (a logout is effective at
  * once). Each login makes a new session ("rotation on login": a token planted before login is
  * never promoted), and revokes the session the browser held before.
- * Login flows in progress (OIDC state/nonce/PKCE, or the built-in code login) live 10 minutes.
+ * Login flows in progress (OIDC state/nonce/PKCE, or the built-in code login) live 10 minutes,
+ * each bound to its browser by the LOGIN_COOKIE.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { Queryable } from '../platform/db.ts';
 
 export const SESSION_COOKIE = 'ldp_session';
 export const LOGIN_FLOW_TTL_SECONDS = 600;
+/**
+ * The cookie binding a login flow to the browser that started it (review of issue 29, login CSRF):
+ * it holds the flow's state, lives as long as the flow, and is sent only to the login routes; the
+ * callback refuses a state that this cookie does not carry.
+ */
+export const LOGIN_COOKIE = 'ldp_login';
+export const LOGIN_COOKIE_PATH = '/api/v1/auth/session';
 
 const hash = (token: string) => createHash('sha256').update(token).digest();
 

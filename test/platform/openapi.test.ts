@@ -265,7 +265,8 @@ describe('the documents say what the services answer', () => {
     const start = await send(signals.get('/api/v1/auth/session/login').query({ email }).set('accept', 'application/json'));
     expect(start.status).toBe(202);
     const code = codeOf(await waitForMessage(() => readOutbox(platform.dataDir), email, 1)); // the first message is the welcome e-mail
-    const login = await send(signals.get('/api/v1/auth/session/callback').query({ state: start.body.state, code }).set('accept', 'application/json'));
+    const loginCookie = String(start.headers['set-cookie'][0]).split(';')[0]; // ldp_login: the callback needs it
+    const login = await send(signals.get('/api/v1/auth/session/callback').query({ state: start.body.state, code }).set('accept', 'application/json').set('cookie', loginCookie));
     expect(login.status).toBe(200);
     const cookie = String(login.headers['set-cookie'][0]).split(';')[0];
     expect((await send(signals.get('/api/v1/auth/session').set('cookie', cookie))).status).toBe(200);

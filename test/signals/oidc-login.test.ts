@@ -74,6 +74,9 @@ async function signInAtProvider(authorizeUrl: string, account: string): Promise<
   throw new Error('the provider never sent the browser back to signals');
 }
 
+/** The `ldp_login=…` cookie a login response sets (the callback needs it: the login is bound to the browser). */
+const loginCookie = (res: request.Response) => ([] as string[]).concat(res.headers['set-cookie'] ?? []).find((c) => c.startsWith('ldp_login='))?.split(';')[0] ?? '';
+
 describe('OIDC login', () => {
   it('announces the issuer, redirects with PKCE, state and nonce, and opens a session for the verified e-mail', async () => {
     const config = await request(platform.url('signals')).get('/api/v1/auth/config');
@@ -88,22 +91,38 @@ describe('OIDC login', () => {
     expect(authorize.searchParams.get('nonce')).toBeTruthy();
 
     const back = new URL(await signInAtProvider(authorize.href, 'meera'));
-    const done = await request(platform.url('signals')).get(back.pathname + back.search).set('accept', 'application/json');
+    const done = await request(platform.url('signals')).get(back.pathname + back.search).set('accept', 'application/json').set('cookie', loginCookie(login));
     expect(done.status).toBe(200);
     expect(done.body).toMatchObject({ session: { method: 'oidc' }, user: { email: 'meera@example.in', name: 'Meera Iyer', status: 'active', created_by: 'oidc' } });
     const cookie = (done.headers['set-cookie'][0] as string).split(';')[0];
     const me = await request(platform.url('signals')).get('/api/v1/auth/me').set('cookie', cookie);
     expect(me.body).toMatchObject({ kind: 'user', via: 'session', user: { email: 'meera@example.in' } });
 
-    const replay = await request(platform.url('signals')).get(back.pathname + back.search);
+    const replay = await request(platform.url('signals')).get(back.pathname + back.search).set('cookie', loginCookie(login));
     expect(replay.status).toBe(400);
     expect(replay.body.error).toBe('invalid_login_state');
+  });
+
+  it('binds the login to the browser that started it: the issuer\'s answer is refused elsewhere (400 invalid_login_state)', async () => {
+    // An attacker's own login, its callback URL sent to a victim whose browser holds no (or another) login cookie.
+    const login = await request(platform.url('signals')).get('/api/v1/auth/session/login');
+    expect(loginCookie(login)).toMatch(/^ldp_login=.+/);
+    const back = new URL(await signInAtProvider(login.headers.location, 'mallory'));
+    const other = await request(platform.url('signals')).get('/api/v1/auth/session/login');
+    for (const cookie of ['', loginCookie(other)]) {
+      const victim = await request(platform.url('signals')).get(back.pathname + back.search).set('cookie', cookie);
+      expect(victim.status).toBe(400);
+      expect(victim.body).toEqual({ error: 'invalid_login_state', message: expect.any(String) });
+    }
+    const own = await request(platform.url('signals')).get(back.pathname + back.search).set('accept', 'application/json').set('cookie', loginCookie(login));
+    expect(own.status).toBe(200);
+    expect(own.body.user.email).toBe('mallory@example.in');
   });
 
   it('refuses an account whose e-mail is not verified (403)', async () => {
     const login = await request(platform.url('signals')).get('/api/v1/auth/session/login');
     const back = new URL(await signInAtProvider(login.headers.location, 'unverified'));
-    const done = await request(platform.url('signals')).get(back.pathname + back.search);
+    const done = await request(platform.url('signals')).get(back.pathname + back.search).set('cookie', loginCookie(login));
     expect(done.status).toBe(403);
     expect(done.body).toEqual({ error: 'email_not_verified', message: expect.any(String) });
   });
@@ -112,7 +131,7 @@ describe('OIDC login', () => {
     const login = await request(platform.url('signals')).get('/api/v1/auth/session/login');
     const back = new URL(await signInAtProvider(login.headers.location, 'meera'));
     back.searchParams.set('code', 'tampered');
-    const done = await request(platform.url('signals')).get(back.pathname + back.search);
+    const done = await request(platform.url('signals')).get(back.pathname + back.search).set('cookie', loginCookie(login));
     expect(done.status).toBe(401);
     expect(done.body.error).toBe('oidc_login_failed');
   });

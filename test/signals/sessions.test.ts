@@ -21,12 +21,18 @@ beforeAll(async () => {
 });
 afterAll(() => platform.stop());
 
-/** Starts a code login for `email` (JSON) and returns its state and the code that reached the outbox. */
+/** The `name=value` of the cookie `name` a response sets. */
+const setCookie = (res: request.Response, name: string) => ([] as string[]).concat(res.headers['set-cookie'] ?? []).find((c) => c.startsWith(`${name}=`));
+
+/**
+ * Starts a code login for `email` (JSON) and returns its state, the code that reached the outbox,
+ * and the login cookie (`ldp_login=…`) the callback needs.
+ */
 async function startLogin(email: string, skip = 0) {
   const start = await request(base()).get('/api/v1/auth/session/login').query({ email }).set('accept', 'application/json');
   expect(start.status).toBe(202);
   const mail = await waitForMessage(outbox, email, skip);
-  return { state: start.body.state as string, code: codeOf(mail) };
+  return { state: start.body.state as string, code: codeOf(mail), cookie: setCookie(start, 'ldp_login')?.split(';')[0] ?? '' };
 }
 
 describe('auth group', () => {
@@ -51,8 +57,8 @@ describe('auth group', () => {
   });
 
   it('logs in with a one-time code, shows the session and the user for the cookie and the bearer token, and logs out', async () => {
-    const { state, code } = await startLogin('ravi@example.in', 1); // the first message is the welcome e-mail
-    const login = await request(base()).get('/api/v1/auth/session/callback').query({ state, code }).set('accept', 'application/json');
+    const { state, code, cookie: loginCookie } = await startLogin('ravi@example.in', 1); // the first message is the welcome e-mail
+    const login = await request(base()).get('/api/v1/auth/session/callback').query({ state, code }).set('accept', 'application/json').set('cookie', loginCookie);
     expect(login.status).toBe(200);
     const cookie = login.headers['set-cookie'][0] as string;
     expect(cookie).toMatch(/^ldp_session=[A-Za-z0-9_-]{43};/);
@@ -71,7 +77,7 @@ describe('auth group', () => {
     const meBearer = await request(base()).get('/api/v1/auth/me').set('authorization', `Bearer ${login.body.access_token}`);
     expect(meBearer.body).toMatchObject({ kind: 'user', via: 'bearer', user: { user_id: login.body.user.user_id } });
 
-    const reuse = await request(base()).get('/api/v1/auth/session/callback').query({ state, code }).set('accept', 'application/json');
+    const reuse = await request(base()).get('/api/v1/auth/session/callback').query({ state, code }).set('accept', 'application/json').set('cookie', loginCookie);
     expect(reuse.status).toBe(400);
     expect(reuse.body).toEqual({ error: 'invalid_login_state', message: expect.any(String) });
 
@@ -86,9 +92,9 @@ describe('auth group', () => {
   });
 
   it('redirects a browser login to a local return_to only, after rotating the session', async () => {
-    const { state, code } = await startLogin('ravi@example.in', 2);
+    const { state, code, cookie } = await startLogin('ravi@example.in', 2);
     await platform.ctx.pool.query(`UPDATE signals.login_flows SET return_to = '/welcome' WHERE state = $1`, [state]);
-    const res = await request(base()).get('/api/v1/auth/session/callback').query({ state, code }).set('cookie', 'ldp_session=planted');
+    const res = await request(base()).get('/api/v1/auth/session/callback').query({ state, code }).set('cookie', `ldp_session=planted; ${cookie}`);
     expect(res.status).toBe(303);
     expect(res.headers.location).toBe('/welcome');
     expect(res.headers['set-cookie'][0]).not.toContain('planted');
@@ -97,15 +103,41 @@ describe('auth group', () => {
     expect(rows[0].return_to).toBeNull();
   });
 
+  it('binds a login to the browser that started it: a state and code used without its cookie are refused (400 invalid_login_state)', async () => {
+    // The attacker starts a login to their own account and sends the victim a link with its state and code.
+    expect((await request(base()).post('/api/v1/auth/signup').set('x-api-key', key).send({ name: 'Attacker', email: 'mallory@example.in', age: 30 })).status).toBe(201);
+    const { state, code, cookie } = await startLogin('mallory@example.in', 1); // after the welcome e-mail
+    const start = await platform.ctx.pool.query('SELECT 1 FROM signals.login_flows WHERE state = $1 AND used_at IS NULL', [state]);
+    expect(start.rowCount).toBe(1);
+    const victim = await request(base()).get('/api/v1/auth/session/callback').query({ state, code });
+    expect(victim.status).toBe(400);
+    expect(victim.body).toEqual({ error: 'invalid_login_state', message: expect.any(String) });
+    expect(setCookie(victim, 'ldp_session')).toBeUndefined();
+    // The victim's own login in progress (another state) does not vouch for the attacker's either.
+    const other = await request(base()).get('/api/v1/auth/session/login').query({ email: 'nobody@example.in' });
+    const otherCookie = setCookie(other, 'ldp_login')!;
+    expect(otherCookie).toMatch(/^ldp_login=[A-Za-z0-9_-]+; Max-Age=600; Path=\/api\/v1\/auth\/session; Expires=[^;]+; HttpOnly; SameSite=Lax$/);
+    const mixed = await request(base()).get('/api/v1/auth/session/callback').query({ state, code }).set('cookie', otherCookie.split(';')[0]);
+    expect(mixed.status).toBe(400);
+    expect(mixed.body.error).toBe('invalid_login_state');
+    // Refused before the flow was looked at: no wrong try counted, and the login still works where it started.
+    expect((await platform.ctx.pool.query('SELECT 1 FROM signals.one_time_code_failures')).rowCount).toBe(0);
+    const own = await request(base()).get('/api/v1/auth/session/callback').query({ state, code }).set('cookie', cookie);
+    expect(own.status).toBe(200);
+    expect(setCookie(own, 'ldp_session')).toBeDefined();
+    // The login cookie is cleared once it served.
+    expect(setCookie(own, 'ldp_login')).toMatch(/^ldp_login=;.*Path=\/api\/v1\/auth\/session/);
+  });
+
   it('refuses a wrong code (401 OTP_INVALID), counts it, and locks after 5 wrong tries (429, even for the right code)', async () => {
-    const { state, code } = await startLogin('ravi@example.in', 3);
+    const { state, code, cookie } = await startLogin('ravi@example.in', 3);
     const wrongCode = code === '000000' ? '111111' : '000000';
     for (let i = 0; i < 5; i++) {
-      const wrong = await request(base()).get('/api/v1/auth/session/callback').query({ state, code: wrongCode });
+      const wrong = await request(base()).get('/api/v1/auth/session/callback').query({ state, code: wrongCode }).set('cookie', cookie);
       expect(wrong.status).toBe(401);
       expect(wrong.body).toEqual({ error: 'OTP_INVALID', message: expect.any(String) });
     }
-    const locked = await request(base()).get('/api/v1/auth/session/callback').query({ state, code });
+    const locked = await request(base()).get('/api/v1/auth/session/callback').query({ state, code }).set('cookie', cookie);
     expect(locked.status).toBe(429);
     expect(locked.body.error).toBe('OTP_TOO_MANY_TRIES');
     expect(Number(locked.headers['retry-after'])).toBeGreaterThan(0);
