@@ -4,8 +4,9 @@
  * so that nothing is silently dropped on a machine without a mail server.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { rename, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { mkdirPrivate, writePrivateFile } from './private-files.ts';
 import type { Transporter } from 'nodemailer';
 import type { Config } from './config.ts';
 
@@ -86,13 +87,13 @@ export function createMailer(config: Pick<Config, 'SMTP_URL' | 'MAIL_FROM' | 'da
     location: `outbox:${outbox}`,
     async send(message) {
       const info = await (await transport()).sendMail({ from, ...message });
-      await mkdir(outbox, { recursive: true });
+      await mkdirPrivate(outbox);
       const safeId = info.messageId.replace(/[^A-Za-z0-9.@_-]/g, '');
       const file = path.join(outbox, `${new Date().toISOString().replace(/[:.]/g, '-')}-${safeId}.eml`);
       // Written beside and renamed into place, so whoever watches the outbox never reads half a message.
       const tmp = path.join(outbox, `.${randomUUID()}.partial`);
       try {
-        await writeFile(tmp, info.message as Buffer);
+        await writePrivateFile(tmp, info.message as Buffer);
         await rename(tmp, file);
       } catch (err) {
         await rm(tmp, { force: true });

@@ -6,8 +6,9 @@
  * e-mail outbox, so that nothing is silently dropped. Only graphile-worker tasks send.
  */
 import { createHmac, randomUUID } from 'node:crypto';
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { rename, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { mkdirPrivate, writePrivateFile } from './private-files.ts';
 import type { Config } from './config.ts';
 
 export interface SmsMessage {
@@ -63,12 +64,12 @@ export function createSmsSender(config: Pick<Config, 'SMS_PROVIDER_URL' | 'SMS_P
     location: `outbox:${outbox}`,
     async send(message) {
       const messageId = randomUUID();
-      await mkdir(outbox, { recursive: true });
+      await mkdirPrivate(outbox);
       const file = path.join(outbox, `${new Date().toISOString().replace(/[:.]/g, '-')}-${messageId}.txt`);
       // Written beside and renamed into place, so whoever watches the outbox never reads half a message.
       const tmp = path.join(outbox, `.${messageId}.partial`);
       try {
-        await writeFile(tmp, `To: ${message.to}\nMessage-Id: ${messageId}\n\n${message.text}\n`);
+        await writePrivateFile(tmp, `To: ${message.to}\nMessage-Id: ${messageId}\n\n${message.text}\n`);
         await rename(tmp, file);
       } catch (err) {
         await rm(tmp, { force: true });

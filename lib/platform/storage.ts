@@ -9,12 +9,13 @@
  * the alphabet.
  */
 import { createWriteStream } from 'node:fs';
-import { mkdir, open, rename, rm, stat, unlink } from 'node:fs/promises';
+import { chmod, open, rename, rm, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { randomUUID } from 'node:crypto';
 import type { Config } from './config.ts';
+import { mkdirPrivate, PRIVATE_FILE_MODE } from './private-files.ts';
 
 export interface ObjectInfo {
   key: string;
@@ -77,8 +78,9 @@ const absent = (err: unknown) => ['ENOENT', 'ENOTDIR', 'EISDIR'].includes((err a
 /**
  * Filesystem storage rooted at `root`. A put streams into a hidden temporary file beside the target,
  * flushed to disk, then renamed into place (atomic on POSIX), so readers see the old object or the
- * whole new one. Unlike S3, a key cannot be both an object and a "folder" (`a` and `a/b`): such a
- * put fails with the filesystem's error.
+ * whole new one. Directories it creates are 0700 and objects 0600 (lib/platform/private-files.ts).
+ * Unlike S3, a key cannot be both an object and a "folder" (`a` and `a/b`): such a put fails with
+ * the filesystem's error.
  */
 export function filesystemStorage(root: string): ObjectStorage {
   const base = path.resolve(root);
@@ -105,13 +107,14 @@ export function filesystemStorage(root: string): ObjectStorage {
     location: `filesystem:${base}`,
     async put(key, body) {
       const file = resolve(key);
-      await mkdir(path.dirname(file), { recursive: true });
+      await mkdirPrivate(path.dirname(file));
       const tmp = path.join(path.dirname(file), `.${randomUUID()}.partial`);
       let size = 0;
       const count = new Transform({ transform(chunk, _enc, done) { size += chunk.length; done(null, chunk); } });
       const source = body instanceof Readable ? body : Readable.from([typeof body === 'string' ? Buffer.from(body) : body]);
       try {
-        await pipeline(source, count, createWriteStream(tmp, { flush: true }));
+        await pipeline(source, count, createWriteStream(tmp, { flush: true, mode: PRIVATE_FILE_MODE }));
+        await chmod(tmp, PRIVATE_FILE_MODE);
         await rename(tmp, file);
       } catch (err) {
         await rm(tmp, { force: true });
