@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import express, { type ErrorRequestHandler, type Express, type RequestHandler } from 'express';
 import { pinoHttp } from 'pino-http';
 import type { PlatformContext } from '../../lib/context.ts';
+import { requestForLog } from '../../lib/platform/logger.ts';
 import { runWithRequestId } from '../../lib/platform/request-context.ts';
 import type { ServiceName } from '../service-names.ts';
 import { errorBody, HttpError, type ErrorShape } from './errors.ts';
@@ -58,6 +59,8 @@ export function createServiceApp(ctx: PlatformContext, service: ServiceName, opt
       return id;
     },
     customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'info' : 'debug'),
+    // Query strings can carry contacts: logged with their values redacted.
+    serializers: { req: requestForLog },
   }));
   // Everything the request does (log lines, jobs it enqueues, calls to other services) knows its id.
   app.use((req, _res, next) => runWithRequestId(String(req.id), next));

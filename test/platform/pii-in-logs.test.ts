@@ -4,6 +4,7 @@
  * line searched for the file's phone numbers (as typed and in E.164), e-mail addresses and names.
  */
 import { Writable } from 'node:stream';
+import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../lib/platform/logger.ts';
 import { csv, errorReport, onboard } from '../helpers/bulk-upload.ts';
@@ -30,6 +31,26 @@ const people = [
   // Fails: an e-mail that is not one.
   { name: 'Mohan Lal Verma', phone: '9812345673', e164: '+919812345673', email: 'mohan.verma@@example', state: 'Bihar' },
 ];
+
+describe('request logs (Trust II)', () => {
+  it('carry no query string value of any service: an e-mail or phone in a URL is redacted', async () => {
+    const start = log.length;
+    const email = 'query.person@example.org';
+    const phone = '9812399999';
+    const query = `?email=${encodeURIComponent(email)}&phoneNumber=%2B91${phone}&${encodeURIComponent(email)}`;
+    // A login link (a route with a query), and a 404 of each service.
+    const login = await request(platform.url('signals')).get(`/api/v1/auth/session/login${query}`).set('accept', 'application/json');
+    expect(login.status).toBe(202);
+    for (const service of ['signals', 'aggregator', 'search'] as const) {
+      expect((await request(platform.url(service)).get(`/no-such-page${query}`)).status).toBe(404);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200)); // the response lines are written on finish
+    const lines = log.slice(start);
+    expect(lines).toContain('/no-such-page?email=[redacted]&phoneNumber=[redacted]&[redacted]');
+    expect(lines).toContain('/api/v1/auth/session/login?email=[redacted]');
+    for (const value of [email, encodeURIComponent(email), phone, 'query.person']) expect(lines.includes(value), `log contains ${value}`).toBe(false);
+  });
+});
 
 describe('logs of a whole onboarding at trace level', () => {
   it('hold none of the file’s phones, e-mails or names', async () => {
