@@ -18,8 +18,12 @@
  * for what an earlier run left: its items in every index, its search indexing still queued, the
  * vector index `ldp start`'s search service would build from them at start, autovacuum.
  *
+ * - `upsert` (issue 30): on one fresh database, the file is onboarded (create), then uploaded
+ *   again over itself in mode upsert with 1 % of its rows changed (the locality of every 100th
+ *   row), then with every row changed; each with a fresh `ldp worker`.
+ *
  * Environment: BENCH_ROWS (first N records only, for a quick run), BENCH_XLSX=0 (skip the XLSX
- * run), BENCH_MODES (default `worker,start`), BENCH_WORKER_CONCURRENCY (default WORKER_CONCURRENCY), BULK_UPLOAD_CHUNK_ROWS,
+ * run), BENCH_MODES (default `worker,start,upsert`), BENCH_WORKER_CONCURRENCY (default WORKER_CONCURRENCY), BULK_UPLOAD_CHUNK_ROWS,
  * BENCH_CPU_PROF=dir (a CPU profile of the worker), BENCH_PG_STATEMENTS=1 (PostgreSQL's costliest
  * statements of each run, from pg_stat_statements, nested ones included), BENCH_REPORT_MS (progress line interval).
  * Prints the figures and writes bench/results/bulk-upload.json.
@@ -75,12 +79,13 @@ async function rssMb(pid: number): Promise<{ now: number; peak: number }> {
   return { now: kb('VmRSS') / 1024, peak: kb('VmHWM') / 1024 };
 }
 
-type Mode = 'worker' | 'start';
+type Mode = 'worker' | 'start' | 'upsert';
 
 function startWorker(env: NodeJS.ProcessEnv, mode: Mode): ChildProcess {
   // BENCH_CPU_PROF=dir: a V8 CPU profile of the worker (node --cpu-prof), for finding hot spots.
   const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
-  const child = spawn(process.execPath, [...prof, path.join(repo, 'bin/ldp.js'), mode], { cwd: repo, env, stdio: ['ignore', 'ignore', 'inherit'] });
+  const command = mode === 'start' ? 'start' : 'worker';
+  const child = spawn(process.execPath, [...prof, path.join(repo, 'bin/ldp.js'), command], { cwd: repo, env, stdio: ['ignore', 'ignore', 'inherit'] });
   child.on('exit', (code, signal) => {
     if (code !== 0 && signal !== 'SIGTERM') process.stderr.write(`worker exited with ${code ?? signal}\n`);
   });
@@ -126,7 +131,7 @@ interface RunResult {
   /** BENCH_PG_STATEMENTS=1: CPU of automatic vacuums and analyzes per table since the server started (all runs so far). */
   autovacuum_cpu_seconds?: Record<string, number>;
   autovacuum_cpu_seconds_with_search_indexing?: Record<string, number>;
-  job: Pick<BulkUploadJson, 'status' | 'status_reason' | 'total_rows' | 'passed' | 'failed' | 'skipped'>;
+  job: Pick<BulkUploadJson, 'status' | 'status_reason' | 'total_rows' | 'passed' | 'failed' | 'skipped' | 'mode' | 'created' | 'updated' | 'unchanged'>;
   accounted: boolean;
   /** Time after `completed` until the worker's queue was empty (search indexing of the items). */
   search_indexing_after_completion_seconds: number;
@@ -166,10 +171,18 @@ async function autovacuumCpu(clusterDir: string): Promise<Record<string, number>
 }
 
 
-/** Uploads `file` through HTTP as a fresh aggregator, starts it and waits for it, with a fresh worker (or `ldp start`). */
-async function onboard(platform: PlatformHandle, workerEnv: NodeJS.ProcessEnv, clusterDir: string, file: string, label: string, mode: Mode): Promise<RunResult> {
+/** The aggregator an upload is made as. */
+type BenchAggregator = Awaited<ReturnType<typeof createAggregator>>;
+
+/**
+ * Uploads `file` through HTTP (as `options.aggregator`, else a fresh aggregator; in
+ * `options.uploadMode`, else create), starts it and waits for it, with a fresh worker (or `ldp start`).
+ */
+async function onboard(platform: PlatformHandle, workerEnv: NodeJS.ProcessEnv, clusterDir: string, file: string, label: string, mode: Mode,
+  options: { aggregator?: BenchAggregator; uploadMode?: string } = {}): Promise<RunResult & { aggregator: BenchAggregator }> {
   const { ctx } = platform;
-  const agg = await withTransaction(ctx.pool, (client) => createAggregator(client, ctx.network, { name: `Bench ${label} ${Date.now()}`, types: ['provider'] }));
+  const agg = options.aggregator
+    ?? await withTransaction(ctx.pool, (client) => createAggregator(client, ctx.network, { name: `Bench ${label} ${Date.now()}`, types: ['provider'] }));
   const token = await ctx.tokens.issue({
     sub: `bench:${agg.aggregator_id}`, aggregator_id: agg.aggregator_id, org_id: agg.org_id, aggregator_type: agg.types, roles: ['operator'],
   }, 3600);
@@ -196,6 +209,7 @@ async function onboard(platform: PlatformHandle, workerEnv: NodeJS.ProcessEnv, c
     const form = new FormData();
     form.set('participant_type', 'provider');
     form.set('column_map', await readFile(COLUMN_MAP, 'utf8'));
+    if (options.uploadMode) form.set('mode', options.uploadMode);
     form.set('file', await openAsBlob(file), path.basename(file));
     const started = Date.now();
     await resetStatements(ctx.pool);
@@ -272,11 +286,55 @@ async function onboard(platform: PlatformHandle, workerEnv: NodeJS.ProcessEnv, c
       } : {}),
       accounted: job.passed + job.failed + job.skipped === rows,
       search_indexing_after_completion_seconds: Number(drainSeconds.toFixed(1)),
-      job: { status: job.status, status_reason: job.status_reason, total_rows: job.total_rows, passed: job.passed, failed: job.failed, skipped: job.skipped },
+      job: {
+        status: job.status, status_reason: job.status_reason, total_rows: job.total_rows, passed: job.passed, failed: job.failed, skipped: job.skipped,
+        mode: job.mode, created: job.created, updated: job.updated, unchanged: job.unchanged,
+      },
+      aggregator: agg,
     };
   } finally {
     await stopWorker(worker);
   }
+}
+
+/**
+ * A copy of `source` (CSV, header first) at `target` with the locality (`habitation_name`) of every
+ * `every`-th data row changed: the file of a list uploaded again with some rows corrected.
+ */
+async function changedCopy(source: string, target: string, every: number): Promise<number> {
+  let changed = 0;
+  let index = 0;
+  const records = async function* () {
+    for await (const record of createReadStream(source).pipe(parse({ relax_column_count: true })) as AsyncIterable<string[]>) {
+      if (index > 0 && index % every === 0 && record.length > 4) {
+        record[4] = `${record[4]} East`;
+        changed++;
+      }
+      index++;
+      yield record;
+    }
+  };
+  await pipeline(Readable.from(records()), stringify({ record_delimiter: 'windows' }), createWriteStream(target));
+  return changed;
+}
+
+/**
+ * The upsert runs (issue 30) on one fresh platform: `file` onboarded (create), then uploaded again
+ * in mode upsert with 1 % of its rows changed, then with all of them changed.
+ */
+async function upsertRuns(fresh: Fresh, file: string, filesDir: string): Promise<Record<string, unknown>> {
+  const { platform, workerEnv, db } = fresh;
+  process.stderr.write(`upsert: onboarding ${file} first (create)\n`);
+  const base = await onboard(platform, workerEnv, db.dataDir, file, 'upsert-base', 'upsert');
+  const runs: Record<string, unknown> = { base_create: { ...base, aggregator: undefined } };
+  for (const [name, every] of [['one_percent_changed', 100], ['all_changed', 1]] as const) {
+    const changedFile = path.join(filesDir, `${name}.csv`);
+    const changed = await changedCopy(file, changedFile, every);
+    process.stderr.write(`upsert (${name}): ${changed} rows changed\n`);
+    const run = await onboard(platform, workerEnv, db.dataDir, changedFile, `upsert-${name}`, 'upsert', { aggregator: base.aggregator, uploadMode: 'upsert' });
+    runs[name] = { ...run, aggregator: undefined, rows_changed: changed };
+  }
+  return runs;
 }
 
 /** Server-side COPY of `file` into a plain table: the floor of any onboarding. */
@@ -382,7 +440,8 @@ async function main(): Promise<void> {
     worker_concurrency: Number(process.env.BENCH_WORKER_CONCURRENCY ?? config.WORKER_CONCURRENCY), source: path.relative(repo, file),
     runs: 'each on a fresh embedded database',
   };
-  const modes = (process.env.BENCH_MODES ?? 'worker,start').split(',').map((m) => m.trim()) as Mode[];
+  const allModes = (process.env.BENCH_MODES ?? 'worker,start,upsert').split(',').map((m) => m.trim()) as Mode[];
+  const modes = allModes.filter((m) => m !== 'upsert');
   // The XLSX run comes after the CSV runs: with the worker separate when measured.
   const xlsxMode: Mode = modes.includes('worker') ? 'worker' : modes[0];
   try {
@@ -396,6 +455,7 @@ async function main(): Promise<void> {
       ratios[mode] = Number((run.end_to_end_seconds / floor.seconds).toFixed(1));
     }
     results.ratio_to_copy_floor = ratios;
+    if (allModes.includes('upsert')) results.upsert = await onFresh((fresh) => upsertRuns(fresh, file, filesDir));
 
     const office = await soffice();
     if (process.env.BENCH_XLSX === '0') {
@@ -436,6 +496,15 @@ async function main(): Promise<void> {
     process.stdout.write(`CSV (${mode === 'worker' ? 'ldp worker separate' : 'ldp start, one process'}): ${run.rows} rows in ${run.end_to_end_seconds.toFixed(1)} s = `
       + `${run.rows_per_second} rows/s end to end (target ≥ 10000), peak RSS ${run.worker_peak_rss_mb} MB (target ≤ 256 for the worker); `
       + `ratio to COPY ${(results.ratio_to_copy_floor as Record<string, number>)[mode]}× (target ≤ 30)\n`);
+  }
+  const upsert = results.upsert as Record<string, RunResult & { rows_changed: number }> | undefined;
+  for (const name of ['one_percent_changed', 'all_changed'] as const) {
+    const run = upsert?.[name];
+    if (!run) continue;
+    process.stdout.write(`upsert, ${name.replaceAll('_', ' ')} (${run.rows_changed} rows; ldp worker separate): ${run.rows} rows in ${run.end_to_end_seconds.toFixed(1)} s = `
+      + `${run.rows_per_second} rows/s end to end (target ${name === 'all_changed' ? '≥ the create run' : '≥ 20000'}), `
+      + `${run.cpu_seconds.per_1000_rows} CPU-s per 1,000 rows, worker peak RSS ${run.worker_peak_rss_mb} MB (target ≤ 256); `
+      + `${run.job.created} created, ${run.job.updated} updated, ${run.job.unchanged} unchanged\n`);
   }
   process.stdout.write(`COPY floor ${(results.copy_floor as { seconds: number }).seconds} s; load average ${results.load_average_at_start} at start, `
     + `${results.load_average_at_end} at end; written to ${path.relative(repo, resultsFile)}\n`);

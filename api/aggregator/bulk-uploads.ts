@@ -3,10 +3,12 @@
  * the rest decided in docs/decisions.md, "Bulk onboarding"). The API only stores the file,
  * records the job and enqueues; tasks/bulk-upload-*.ts do the onboarding.
  *
- * - `POST /v1/bulk-uploads`             multipart: participant_type, file (CSV or XLSX), column_map? | mapping_id (+ mapping_version?) → 201 job (pending)
+ * - `POST /v1/bulk-uploads`             multipart: participant_type, file (CSV or XLSX), column_map? | mapping_id (+ mapping_version?),
+ *   mode? (create | upsert | update), sync? → 201 job (pending)
  * - `GET  /v1/bulk-uploads?page=&limit=` the caller's jobs, newest first
  * - `GET  /v1/bulk-uploads/{id}`        one job, with its counters
- * - `POST /v1/bulk-uploads/{id}/start`  {attestation: true} → running (idempotent on running/completed; 409 when failed)
+ * - `POST /v1/bulk-uploads/{id}/start`  {attestation: true, confirm_pause?, allow_large_pause?} → running (idempotent on
+ *   running/completed; 409 when failed; a sync job needs the pause count of its whole-file dry run)
  * - `GET  /v1/bulk-uploads/{id}/errors` the error-report CSV (404 when there is none)
  * - `POST /v1/bulk-uploads/{id}/match`  mapping suggestions for the file's header, as the worker stored them
  *   (lib/aggregator/bulk/suggest.ts; admin and operator, MATCH_RATE per aggregator)
@@ -27,6 +29,7 @@ import { MappingError, type Mapping } from '../../lib/aggregator/bulk/mapping.ts
 import { parseMapping } from '../../lib/aggregator/bulk/parse-mapping.ts';
 import { getSavedMapping } from '../../lib/aggregator/bulk/saved-mappings.ts';
 import { createPreview, getPreview, MAX_PREVIEW_ROWS, type PreviewJson } from '../../lib/aggregator/bulk/preview.ts';
+import { UPLOAD_MODES, type UploadMode } from '../../lib/aggregator/bulk/upsert.ts';
 import { enqueueSuggestions, loadSuggestions } from '../../lib/aggregator/bulk/suggest.ts';
 import type { Domain } from '../../lib/network/config.ts';
 import {
@@ -58,6 +61,10 @@ export const previewBody = z.object({
 const PREVIEW_POLL_MS = 50;
 export const startBody = z.looseObject({
   attestation: z.literal(true, { error: 'attestation must be true: the operator attests their authority to upload these participants' }),
+  confirm_pause: z.number().int().min(0).max(PG_INT_MAX).optional()
+    .meta({ description: 'sync uploads: the count of participants to pause that the job\'s dry run reported' }),
+  allow_large_pause: z.boolean().optional()
+    .meta({ description: 'sync uploads: allow pausing more than BULK_SYNC_MAX_PAUSE_FRACTION of the domain\'s participants' }),
 });
 export const columnMapSchema = z.record(z.string().min(1).max(200), z.string().min(1).nullable())
   .refine((m) => Object.keys(m).length <= 500, 'at most 500 columns');
@@ -195,7 +202,23 @@ async function savedMappingFor(ctx: PlatformContext, aggregatorId: string, domai
   }
   // Checked again: the schema may have changed since the mapping was saved.
   const columnMap = mappingOrBadRequest(ctx, domain, saved.mapping, 'mapping_id');
-  return { columnMap, saved: { id: saved.id, version: saved.version } };
+  return { columnMap, saved: { id: saved.id, version: saved.version }, mode: saved.mode };
+}
+
+/**
+ * The `mode` and `sync` form fields of an upload (issue 30), `fallback` (the saved mapping's mode,
+ * else create) when mode is absent. @throws HttpError 400 naming the field
+ */
+function uploadMode(fields: Map<string, string>, fallback: UploadMode): { mode: UploadMode; sync: boolean } {
+  const rawMode = fields.get('mode')?.trim().toLowerCase() || fallback;
+  if (!(UPLOAD_MODES as readonly string[]).includes(rawMode)) {
+    throw badField('mode', `must be one of ${UPLOAD_MODES.join(', ')}: create adds new participants, upsert adds and updates, update changes existing ones only`);
+  }
+  const rawSync = fields.get('sync')?.trim().toLowerCase() ?? '';
+  if (!['', 'true', 'false'].includes(rawSync)) throw badField('sync', 'must be true or false');
+  const sync = rawSync === 'true';
+  if (sync && rawMode !== 'upsert') throw badField('sync', `sync needs mode upsert (the file is the whole list), not ${rawMode}`);
+  return { mode: rawMode as UploadMode, sync };
 }
 
 /** The path of a job's routes: a UUID (any other value answers the 404 of an unknown route). */
@@ -252,14 +275,17 @@ export function receiveBulkUpload(ctx: PlatformContext): (req: Request, res: Res
       const domain = ctx.network.domains.get(participantType)!;
       let columnMap: Mapping | null = null;
       let saved: { id: string; version: number } | undefined;
+      let mode: UploadMode = 'create';
+      let sync = false;
       const rawMap = form.fields.get('column_map');
       const mappingId = form.fields.get('mapping_id')?.trim();
       if (rawMap !== undefined && rawMap.trim() !== '') {
         if (mappingId) throw badField('mapping_id', 'give either column_map or mapping_id, not both');
         columnMap = mappingOrBadRequest(ctx, domain, rawMap, 'column_map');
       } else if (mappingId) {
-        ({ columnMap, saved } = await savedMappingFor(ctx, caller.aggregatorId, domain, mappingId, form.fields.get('mapping_version')));
+        ({ columnMap, saved, mode } = await savedMappingFor(ctx, caller.aggregatorId, domain, mappingId, form.fields.get('mapping_version')));
       }
+      ({ mode, sync } = uploadMode(form.fields, mode));
       const file = form.file;
       if (!file) throw badField('file', 'required: the CSV or XLSX table to onboard');
       if (file.tooLarge) {
@@ -272,7 +298,7 @@ export function receiveBulkUpload(ctx: PlatformContext): (req: Request, res: Res
       const job = await withTransaction(ctx.pool, async (client) => {
         const created = await createBulkUpload(client, {
           uploadId, aggregatorId: caller.aggregatorId, orgId: caller.orgId, domain, createdBy: caller.subject,
-          fileName: file.name, format, sizeBytes: file.size, fileObjectKey: key, columnMap, mapping: saved,
+          fileName: file.name, format, sizeBytes: file.size, fileObjectKey: key, columnMap, mapping: saved, mode, sync,
         });
         await enqueueSuggestions(client, uploadId);
         return created;
@@ -313,13 +339,29 @@ export function bulkUploadRoutes(ctx: PlatformContext): Router {
     const id = uuidParam(req, next);
     if (!id) return;
     parse(startBody, req.body ?? {});
+    const { confirm_pause: confirmPause, allow_large_pause: allowLargePause } = parse(startBody, req.body ?? {});
     const caller = callerOf(res);
-    const started = await startBulkUpload(ctx.pool, caller.aggregatorId, id, caller.subject);
-    if (started.outcome === 'not_found') throw new HttpError(404, `No bulk upload ${id}`);
-    if (started.outcome === 'failed') {
-      throw new HttpError(409, `Bulk upload ${id} failed (${started.job.status_reason}); upload the corrected file as a new bulk upload`, { code: 'bulk_upload_failed' });
+    const started = await startBulkUpload(ctx.pool, caller.aggregatorId, id, caller.subject,
+      { confirmPause, allowLargePause, maxPauseFraction: ctx.config.BULK_SYNC_MAX_PAUSE_FRACTION });
+    switch (started.outcome) {
+      case 'not_found': throw new HttpError(404, `No bulk upload ${id}`);
+      case 'failed':
+        throw new HttpError(409, `Bulk upload ${id} failed (${started.job.status_reason}); upload the corrected file as a new bulk upload`, { code: 'bulk_upload_failed' });
+      case 'confirm_pause_required':
+        throw new HttpError(400, 'confirm_pause: required for a sync upload, which pauses the participants the file no longer holds: '
+          + `run a dry run (POST /v1/bulk-uploads/${id}/preview) and give the count to pause it reports`, { fields: { confirm_pause: ['required for a sync upload'] } });
+      case 'dry_run_required':
+        throw new HttpError(409, `Bulk upload ${id} is a sync upload and has no finished dry run: run POST /v1/bulk-uploads/${id}/preview first, `
+          + 'then start it with the count to pause that the dry run reports as confirm_pause', { code: 'dry_run_required' });
+      case 'pause_mismatch':
+        throw new HttpError(409, `confirm_pause is ${confirmPause}, but the dry run of bulk upload ${id} found ${started.pauseCount} participants to pause: `
+          + 'check the dry run and confirm its count', { code: 'pause_count_mismatch', fields: { confirm_pause: [`the dry run found ${started.pauseCount}`] } });
+      case 'large_pause':
+        throw new HttpError(409, `The file would pause ${started.pauseCount} of the ${started.participants} live and draft participants of this domain, more than `
+          + `${Math.round(ctx.config.BULK_SYNC_MAX_PAUSE_FRACTION * 100)}% (BULK_SYNC_MAX_PAUSE_FRACTION): is the file complete? If it is, start it with allow_large_pause: true`,
+        { code: 'large_pause_not_allowed', fields: { allow_large_pause: ['required for this pause'] } });
+      default: res.json(started.job);
     }
-    res.json(started.job);
   });
 
   const matchLimiter = new RateLimiterPostgres({
@@ -444,6 +486,15 @@ export const bulkUploadJobSchema = z.looseObject({
   sheet: z.string().nullable(),
   processed_rows: z.int().meta({ description: 'passed + failed + skipped' }),
   updated_at: z.string().meta({ format: 'date-time' }),
+  mode: z.enum(UPLOAD_MODES),
+  sync: z.boolean(),
+  created: z.int().meta({ description: 'rows that created a participant (passed = created + updated + unchanged)' }),
+  updated: z.int().meta({ description: 'rows that changed their participant' }),
+  unchanged: z.int().meta({ description: 'rows whose participant already held their values (nothing written)' }),
+  confirm_pause: z.int().nullable().meta({ description: 'sync: the pause count confirmed at start' }),
+  allow_large_pause: z.boolean(),
+  to_pause: z.int().nullable().meta({ description: 'sync: participants the file no longer holds, found when it was staged' }),
+  paused: z.int().meta({ description: 'sync: participants paused so far' }),
 }).meta({ id: 'BulkUploadJob' });
 
 /** The multipart form of `POST /v1/bulk-uploads` (read with busboy; the fields are checked as they arrive). */
@@ -454,6 +505,10 @@ export const bulkUploadFormSchema = z.object({
     .meta({ description: 'JSON object of at most 500 entries: file header → schema field name, or null to ignore the column' }),
   mapping_id: z.string().optional().meta({ description: 'instead of column_map: the id of a saved mapping' }),
   mapping_version: z.string().optional().meta({ description: 'with mapping_id: its version (default the newest)' }),
+  mode: z.enum(UPLOAD_MODES).optional().meta({ description: 'create (default, or the saved mapping\'s mode): new participants only; '
+    + 'upsert: create or update, matched on external_id where the domain has one, else phone, then e-mail; update: existing participants only' }),
+  sync: z.enum(['true', 'false']).optional().meta({ description: 'with mode upsert: the file is the whole list, and participants it no longer holds '
+    + 'are paused once the job completes (start needs confirm_pause from a dry run)' }),
 });
 
 const listResponseSchema = z.object({
@@ -473,7 +528,14 @@ const suggestionsSchema = z.object({
 const previewSchema = z.object({
   preview_id: z.uuid(), upload_id: z.uuid(), status: z.enum(['pending', 'completed', 'failed']), rows_requested: z.int(),
   created_at: z.string(), completed_at: z.string().nullable(),
-  rows_read: z.int().optional(), counts: z.object({ passed: z.int(), failed: z.int(), skipped: z.int() }).optional(),
+  rows_read: z.int().optional(),
+  counts: z.object({
+    passed: z.int(), failed: z.int(), skipped: z.int(),
+    created: z.int().optional(), updated: z.int().optional(), unchanged: z.int().optional(),
+  }).optional().meta({ description: 'an upsert or update job\'s dry run counts the whole file, with created, updated and unchanged (their sum is passed)' }),
+  whole_file: z.boolean().optional(),
+  pause: z.object({ count: z.int(), participants: z.array(z.looseObject({ participant_id: z.uuid() })) }).optional()
+    .meta({ description: 'sync jobs: participants the file leaves out (the count start\'s confirm_pause repeats), the first 50 listed' }),
   rows: z.array(z.looseObject({})).optional(), headers: z.array(z.string()).optional(), ignored_columns: z.array(z.string()).optional(),
   encoding: z.string().nullable().optional(), sheet: z.string().nullable().optional(), file_problem: z.string().nullable().optional(),
 }).meta({ id: 'BulkUploadPreview' });

@@ -42,7 +42,8 @@ export function routeBody(parser: RequestHandler): RequestHandler[] {
   return [parser, refuseNul];
 }
 
-const withoutTrailingSlash = (path: string) => path.replace(/(.)\/+$/, '$1');
+// The lookbehind starts a match only where a run of slashes begins: `(.)\/+$` retried every slash of a long run (quadratic).
+const withoutTrailingSlash = (path: string) => path.replace(/(?<=^.|[^/])\/+$/, '');
 
 /** Creates the app with the common middleware; add routes, then call `finishServiceApp`. */
 export function createServiceApp(ctx: PlatformContext, service: ServiceName, options: ServiceAppOptions = {}): Express {

@@ -19,7 +19,7 @@ interface ApiOptions {
 }
 
 async function api(opts: ApiOptions): Promise<{ base: string; token: string }> {
-  return { base: (await aggregatorUrl(opts)).replace(/\/+$/, ''), token: await bearerToken(opts) };
+  return { base: (await aggregatorUrl(opts)).replace(/(?<!\/)\/+$/, ''), token: await bearerToken(opts) };
 }
 
 async function save(file: string, opts: ApiOptions & { name?: string; type?: string; id?: string }): Promise<void> {

@@ -14,7 +14,7 @@ export interface AggregatorRecord {
 /** Lower-case, hyphen-separated slug of `name` (at most 48 characters), e.g. "Sahyog Foundation" → "sahyog-foundation". */
 export function slugify(name: string): string {
   const slug = name.normalize('NFKD').replace(/[\u0300-\u036f]/g, '').toLowerCase()
-    .replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 48).replace(/-+$/, '');
+    .replace(/[^a-z0-9]+/g, '-').replace(/^-+|(?<!-)-+$/g, '').slice(0, 48).replace(/(?<!-)-+$/, '');
   return slug || 'org';
 }
 

@@ -83,6 +83,8 @@ export interface FieldInfo {
   enum?: (string | number)[];
   required: boolean;
   format?: string;
+  /** `maxLength` (for arrays: of the items). */
+  maxLength?: number;
   minimum?: number;
   maximum?: number;
   examples: unknown[];
@@ -156,6 +158,7 @@ function fieldInfo(name: string, prop: Record<string, any>, required: boolean): 
     enum: kind === 'array' ? items?.enum : prop.enum,
     required,
     format: prop.format,
+    maxLength: kind === 'array' ? items?.maxLength : prop.maxLength,
     minimum: prop.minimum,
     maximum: prop.maximum,
     examples: prop.examples ?? [],

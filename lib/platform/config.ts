@@ -16,7 +16,7 @@ const mailbox = z.string().regex(/^[^\s@<>]+@[^\s@<>]+$/, 'expected an e-mail ad
 
 /** Parses sizes such as `200mb`, `10MiB`, `1048576` into bytes. */
 const byteSize = z.string().transform((value, ctx) => {
-  const match = /^\s*(\d+(?:\.\d+)?)\s*(b|kb|kib|mb|mib|gb|gib)?\s*$/i.exec(value);
+  const match = /^(\d+(?:\.\d+)?)\s*(b|kb|kib|mb|mib|gb|gib)?$/i.exec(value.trim());
   if (!match) {
     ctx.addIssue({ code: 'custom', message: 'expected a size such as 200mb or 1048576' });
     return z.NEVER;

@@ -117,7 +117,7 @@ export function matchHeaders(domain: Domain, headers: string[], columnMap?: Mapp
 /** The names a header may give `field` by (name, label, label without parenthesis, aliases), normalised. */
 export function fieldNamesOf(field: FieldInfo): string[] {
   const aliases = [...(field.identity ? ALIASES[`identity:${field.identity}`] : []), ...(field.location ? ALIASES[`location:${field.location}`] : [])];
-  return [...new Set([normalizeHeader(field.name), normalizeHeader(field.label), normalizeHeader(field.label.replace(/\([^)]*\)/g, '')), ...aliases])].filter(Boolean);
+  return [...new Set([normalizeHeader(field.name), normalizeHeader(field.label), normalizeHeader(field.label.replace(/\([^()]*\)/g, '')), ...aliases])].filter(Boolean);
 }
 
 /** Normalised header text → field name, by precedence (name, label, label without parenthesis, alias); ambiguous keys are left out. */
@@ -132,7 +132,7 @@ export function knownHeaders(fields: FieldInfo[]): Map<string, string> {
   for (const f of fields) {
     offer(normalizeHeader(f.name), f.name, 0);
     offer(normalizeHeader(f.label), f.name, 1);
-    offer(normalizeHeader(f.label.replace(/\([^)]*\)/g, '')), f.name, 2);
+    offer(normalizeHeader(f.label.replace(/\([^()]*\)/g, '')), f.name, 2);
     const aliases = [...(f.identity ? ALIASES[`identity:${f.identity}`] : []), ...(f.location ? ALIASES[`location:${f.location}`] : [])];
     for (const alias of aliases) offer(alias, f.name, 3);
   }

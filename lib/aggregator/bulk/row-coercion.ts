@@ -15,6 +15,10 @@
  * - phone (`x-identity: phone`): E.164 through libphonenumber-js with the `max` metadata (precise
  *   per-country number plans), `network.defaultPhoneRegion` for numbers without a country code.
  * - e-mail (`x-identity: email`): lower-cased.
+ *
+ * Before any of this, a value longer than its field's cap (`rawValueCap`) is an error, found
+ * without reading the value, so that no cell or form value costs more than the cap's work
+ * (docs/decisions.md, "Linear-time input").
  */
 import type { ErrorObject } from 'ajv';
 import { parsePhoneNumberFromString, type CountryCode } from 'libphonenumber-js/max';
@@ -52,7 +56,8 @@ export class Bad {
 /** Raw trimmed text → typed value, undefined (empty), or Bad. */
 export type Converter = (raw: string) => unknown;
 
-const PLAIN_NUMBER = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
+// One way to split each run of digits: `\d+\.?\d*` could split `111…1x` n ways before failing (quadratic).
+const PLAIN_NUMBER = /^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$/;
 const GROUPED_NUMBER = /^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$/;
 const INDIAN_GROUPED_NUMBER = /^[+-]?\d{1,2}(?:,\d{2})*,\d{3}(?:\.\d+)?$/;
 const DECIMAL_COMMA_NUMBER = /^[+-]?\d+,\d+$/;
@@ -61,6 +66,8 @@ const BOOLEANS = new Map<string, boolean>([
   ['false', false], ['no', false], ['n', false], ['0', false],
 ]);
 const MAX_SHOWN = 60;
+/** Longest raw number, boolean or phone number, in characters (docs/decisions.md, "Linear-time input"). */
+export const MAX_TOKEN_CHARS = 40;
 
 /**
  * Compiles the coercion of rows mapped by `mapping` (from `matchHeaders` for `domain`). Compile
@@ -166,6 +173,7 @@ export function fieldConverter(network: Network, field: FieldInfo,
   if (field.identity === 'phone') scalar = phoneConverter(field, network.defaultPhoneRegion as CountryCode);
   else if (field.identity === 'email') scalar = (raw) => raw.toLowerCase();
   else scalar = scalarConverter(field.name, field.kind === 'array' ? field.itemKind ?? 'string' : field.kind, field.enum);
+  scalar = capped(field, scalar);
   if (field.kind !== 'array' || options.item) {
     if (!mapItem) return scalar;
     return (raw) => {
@@ -195,6 +203,38 @@ export function fieldConverter(network: Network, field: FieldInfo,
     if (bad.length > 0) return new Bad(bad.join('; '));
     return items.length > 0 ? items : undefined;
   };
+}
+
+/**
+ * The longest raw value (an array's: each item) `field` accepts, in characters as JSON Schema counts
+ * them: the schema's `maxLength` for text (names, e-mails, plain strings); MAX_TOKEN_CHARS for
+ * numbers, booleans and phone numbers (written with spaces and dashes, so not the E.164 maxLength);
+ * twice the longest allowed value, at least MAX_TOKEN_CHARS, for a closed set (matched loosely, with
+ * spaces and punctuation). Undefined for text without a `maxLength`: its handling is linear, and the
+ * cell limit (BULK_MAX_CELL_CHARS) or the body limit (HTTP_BODY_LIMIT) bounds it.
+ */
+export function rawValueCap(field: FieldInfo): number | undefined {
+  if (field.identity === 'phone') return Math.max(MAX_TOKEN_CHARS, field.maxLength ?? 0);
+  if (field.enum) return Math.max(MAX_TOKEN_CHARS, ...field.enum.map((v) => 2 * String(v).length));
+  const kind = field.kind === 'array' ? field.itemKind ?? 'string' : field.kind;
+  return kind === 'string' ? field.maxLength : MAX_TOKEN_CHARS;
+}
+
+/** `convert` behind the field's cap: a longer value is Bad (the schema's maxLength message), never converted. */
+function capped(field: FieldInfo, convert: Converter): Converter {
+  const cap = rawValueCap(field);
+  if (cap === undefined) return convert;
+  const subject = field.kind === 'array' ? `each value of ${field.name}` : field.name;
+  return (raw) => longerThan(raw, cap) ? new Bad(`${subject} must be at most ${cap} characters long (got ${shown(raw)})`) : convert(raw);
+}
+
+/** Whether `text` has more than `max` code points (JSON Schema's count), in time bounded by `max`. */
+function longerThan(text: string, max: number): boolean {
+  if (text.length <= max) return false;
+  if (text.length > 2 * max) return true; // a code point is one or two UTF-16 units
+  let count = 0;
+  for (const _ of text) if (++count > max) return true;
+  return false;
 }
 
 /** Reads a field given by a field spec (lib/aggregator/bulk/mapping.ts) from a row's values. */

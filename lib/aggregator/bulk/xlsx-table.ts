@@ -8,6 +8,10 @@
  * when there is one), numbers without float noise (15 significant digits, as Excel displays them),
  * booleans TRUE/FALSE, rich text and hyperlinks as their text, error cells as their code (`#N/A`).
  * A merged range holds its value in its top-left cell only; the other cells read as empty.
+ *
+ * Number formats are checked before a row is read (`checkNumberFormats`): exceljs decides whether
+ * a number is a date with a pattern (`/\[[^\]]*]/g`) that is quadratic in a format's unclosed `[`s,
+ * run once per numeric cell (docs/decisions.md, "Linear-time input").
  */
 import type { Readable } from 'node:stream';
 import ExcelJS from 'exceljs';
@@ -29,7 +33,11 @@ interface WorksheetReader extends AsyncIterable<ExcelJS.Row> {
 interface WorkbookReader extends AsyncIterable<WorksheetReader> {
   model?: { sheets?: { name: string; state?: string }[] };
   properties?: { model?: { date1904?: boolean } };
+  styles?: { model?: { numFmts?: { id?: number; formatCode?: unknown }[] } };
 }
+
+/** Excel's own limit on the length of a number format code. */
+const MAX_FORMAT_CODE_CHARS = 255;
 
 /**
  * Opens an XLSX table (see `openTable`); rowNumber is the worksheet's own row number. The file is
@@ -57,6 +65,7 @@ export async function openXlsxTable(open: () => Promise<Readable>, limits: Table
     for (let next = await sheets.next(); !next.done; next = await sheets.next()) {
       const sheet = next.value;
       if (!wanted(workbook, sheet)) continue;
+      checkNumberFormats(workbook);
       const reader = new SheetRows(sheet, workbook.properties?.model?.date1904 === true);
       const header = await reader.next();
       if (!header) continue;
@@ -77,6 +86,24 @@ export async function openXlsxTable(open: () => Promise<Readable>, limits: Table
   }
   close();
   throw new TableFormatError('the file has no header row: no worksheet has any data');
+}
+
+/**
+ * Refuses the workbook's custom number formats that Excel does not write: longer than 255
+ * characters, or with a `[` inside a `[…]` section. Within these bounds exceljs's date check costs
+ * at most one pass over the format per cell. The styles part is read before a sheet's rows are,
+ * or not at all for that sheet (then its cells have no custom format).
+ * @throws TableFormatError naming the format
+ */
+function checkNumberFormats(workbook: WorkbookReader): void {
+  for (const { id, formatCode } of workbook.styles?.model?.numFmts ?? []) {
+    if (typeof formatCode !== 'string') continue;
+    if (formatCode.length > MAX_FORMAT_CODE_CHARS || /\[[^\][]*\[/.test(formatCode)) {
+      throw new TableFormatError(`the XLSX workbook has a number format (id ${id}, ${JSON.stringify(formatCode.slice(0, 40))}${formatCode.length > 40 ? '…' : ''}, `
+        + `${formatCode.length} characters) that Excel does not write: longer than ${MAX_FORMAT_CODE_CHARS} characters or with "[" inside "[…]"; `
+        + 'open it in Excel or LibreOffice, give the cells a standard number format and save it again, or save it as CSV');
+    }
+  }
 }
 
 /** Our template's grid tab when the workbook has one, else any visible worksheet. */
@@ -150,9 +177,12 @@ function excelDate(serial: number, date1904: boolean): Date {
   return new Date(Math.round((serial - EXCEL_EPOCH_DAYS + (date1904 ? DATE1904_OFFSET_DAYS : 0)) * MS_PER_DAY));
 }
 
-/** Whether a number format shows dates or times (as exceljs decides for plain values). */
+/**
+ * Whether a number format shows dates or times (as exceljs decides for plain values; a `[` never
+ * opens inside `[…]`, see `checkNumberFormats`, so `[^\][]` strips the same sections linearly).
+ */
 function isDateFormat(format: string | undefined): boolean {
-  return !!format && /[ymdhsb]/i.test(format.replace(/\[[^\]]*]/g, '').replace(/"[^"]*"/g, ''));
+  return !!format && /[ymdhsb]/i.test(format.replace(/\[[^\][]*]/g, '').replace(/"[^"]*"/g, ''));
 }
 
 /**

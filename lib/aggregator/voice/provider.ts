@@ -49,7 +49,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Creates the adapter (see the module comment). */
 export function createVoiceProvider(options: VoiceProviderOptions): VoiceProvider {
-  const endpoint = `${options.url.replace(/\/+$/, '')}${BATCH_PATH}`;
+  const endpoint = `${options.url.replace(/(?<!\/)\/+$/, '')}${BATCH_PATH}`;
   const backoff = options.backoffMs ?? 250;
 
   async function attempt(body: string): Promise<ProviderBatchAnswer> {
