@@ -1,6 +1,6 @@
 /**
  * Task `aggregator-clean-rate-limits` (crontab, hourly): deletes the expired counters of the public
- * registration rate limit (aggregator.registration_rate_limits; `expire` in epoch milliseconds, as
+ * registration and organisation sign-up rate limits (aggregator.registration_rate_limits; `expire` in epoch milliseconds, as
  * rate-limiter-flexible writes it). The limiter runs without its own interval timer, so this keeps
  * the table to the keys seen in the last window.
  */

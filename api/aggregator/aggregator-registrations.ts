@@ -4,7 +4,9 @@
  *
  * - `POST /v1/aggregator-registrations/create` body per the network's aggregator registration
  *   schema v1 → 201 `{aggregator_id, org_slug, status: pending, message}`; an aggregator's token,
- *   or an identity that already registered → 409; `org_id` unknown → 404, not approved → 409
+ *   or an identity that already registered → 409; `org_id` unknown → 404, not approved → 409;
+ *   with `org_id`, that organisation approves first (a review link e-mailed to its contact), then
+ *   the network admin
  * - `POST /v1/aggregator-registrations/token` the login once approved: exchanges the registrant's
  *   user token for an aggregator token (1 h, role admin); 403 while pending or rejected
  *
@@ -57,7 +59,9 @@ export function aggregatorRegistrationRoutes(ctx: PlatformContext): Router {
     }
     res.status(201).json({
       aggregator_id: created.aggregatorId, org_slug: created.orgSlug, status: created.status,
-      message: 'Registration received and waiting for the network admin’s approval; login is enabled once approved.',
+      message: created.awaits === 'organisation'
+        ? `Registration received and waiting for the approval of organisation ${created.orgSlug}, then the network admin’s; login is enabled once approved.`
+        : 'Registration received and waiting for the network admin’s approval; login is enabled once approved.',
     });
   });
 
@@ -95,7 +99,7 @@ export function aggregatorRegistrationRouteDocs(network: Network): RouteDoc[] {
   return [
     {
       method: 'POST', path: '/v1/aggregator-registrations/create', summary: 'Register an aggregator (reviewed by the network admin)', tags: ['registration'], security: 'bearer',
-      description: 'The bearer token is a person\'s (built-in issuer or the OIDC issuer), never an aggregator\'s.',
+      description: 'The bearer token is a person\'s (built-in issuer or the OIDC issuer), never an aggregator\'s. With `org_id`, the existing organisation approves first (a review link e-mailed to its contact), then the network admin.',
       body: { schema: aggregatorRegistrationBody(network) },
       responses: { 201: { description: 'Registered, pending approval', schema: z.object({ aggregator_id: z.uuid(), org_slug: z.string(), status: z.string(), message: z.string() }) } },
       errors: { 404: 'org_id names no organisation', 409: 'An aggregator\'s token, an identity that already registered, or an organisation not approved', 422: 'Invitations are not supported yet' },

@@ -3,12 +3,15 @@
  * when ORG_HIERARCHY_ENABLED=true; otherwise 404. Creates a pending organisation (lib/aggregator/
  * organisations.ts) and enqueues the review e-mail to NETWORK_ADMIN_EMAIL, in one transaction.
  * 201 `{org_id, slug, status, message}`; a pending registration with the same owner e-mail answers
- * 200 with that organisation (and a fresh review e-mail). Errors in shape C.
+ * 200 with that organisation (and a fresh review e-mail). At most ORG_SIGNUP_RATE_LIMIT_PER_IP
+ * registrations per client IP and ORG_SIGNUP_RATE_LIMIT_PER_EMAIL per owner e-mail within
+ * ORG_SIGNUP_RATE_LIMIT_WINDOW_SECONDS (429 with Retry-After). Errors in shape C.
  */
 import { Router } from 'express';
 import { parsePhoneNumberFromString, type CountryCode } from 'libphonenumber-js/max';
 import { z } from 'zod';
 import { registerOrganisation } from '../../lib/aggregator/organisations.ts';
+import { createOrgSignupRateLimit } from '../../lib/aggregator/registration-rate-limit.ts';
 import type { PlatformContext } from '../../lib/context.ts';
 import type { Network } from '../../lib/network/config.ts';
 import { withTransaction } from '../../lib/platform/db.ts';
@@ -68,10 +71,21 @@ export function orgCreateBody(network: Network) {
 export function orgRoutes(ctx: PlatformContext): Router {
   const router = Router();
   const body = orgCreateBody(ctx.network);
+  const signups = createOrgSignupRateLimit(ctx.pool, {
+    perIp: ctx.config.ORG_SIGNUP_RATE_LIMIT_PER_IP, perEmail: ctx.config.ORG_SIGNUP_RATE_LIMIT_PER_EMAIL,
+    durationSeconds: ctx.config.ORG_SIGNUP_RATE_LIMIT_WINDOW_SECONDS,
+  });
 
   router.post('/orgs/create', async (req, res) => {
     if (!ctx.config.ORG_HIERARCHY_ENABLED) throw new HttpError(404, `No route for ${req.method} ${req.path} (organisation registration is off: ORG_HIERARCHY_ENABLED)`);
     const input = parse(body, req.body);
+    // Counted once the body is valid (a refused body sends no e-mail), before anything is written.
+    const retryAfter = await signups.consume(req.ip ?? req.socket.remoteAddress ?? 'unknown', ctx.pii.blindIndex('email', input.owner.email).toString('hex'));
+    if (retryAfter !== null) {
+      throw new HttpError(429, `Too many organisation registrations from your address or for this owner e-mail; try again in ${retryAfter} s`, {
+        code: 'rate_limited', headers: { 'Retry-After': String(retryAfter) },
+      });
+    }
     const org = await withTransaction(ctx.pool, (client) => registerOrganisation(client, ctx.pii, input));
     res.status(org.created ? 201 : 200).json({
       org_id: org.orgId, slug: org.slug, status: org.status,
@@ -95,6 +109,6 @@ export function orgRouteDocs(network: Network): RouteDoc[] {
       201: { description: 'Registered, pending review', schema: orgCreatedSchema },
       200: { description: 'A registration with this owner e-mail is already pending: the admin is reminded', schema: orgCreatedSchema },
     },
-    errors: { 404: 'Organisation registration is off (ORG_HIERARCHY_ENABLED)' },
+    errors: { 404: 'Organisation registration is off (ORG_HIERARCHY_ENABLED)', 429: 'Too many registrations from this address or for this owner e-mail (ORG_SIGNUP_RATE_LIMIT_*; Retry-After)' },
   }];
 }

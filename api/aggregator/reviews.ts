@@ -1,5 +1,7 @@
 /**
- * The review pages of the signed links e-mailed to the network admin (lib/aggregator/review-links.ts):
+ * The review pages of the signed links e-mailed to the network admin — and, for an aggregator
+ * joining an existing organisation, to that organisation's contact (`join` reviews)
+ * (lib/aggregator/review-links.ts):
  *
  * - `GET  /review/{token}`        shows the registration and a confirm form (a GET never decides:
  *   mail scanners open links)
@@ -14,7 +16,7 @@
 import express, { Router, type Response } from 'express';
 import type { PlatformContext } from '../../lib/context.ts';
 import { decideOrganisation, organisationForReview, requestReview } from '../../lib/aggregator/organisations.ts';
-import { aggregatorForReview, decideAggregator } from '../../lib/aggregator/registrations.ts';
+import { aggregatorForReview, decideAggregator, decideJoin, RegistrationConflict } from '../../lib/aggregator/registrations.ts';
 import {
   getReview, ReviewLinkError, reviewLinkKey, useReview, verifyReviewToken, type ReviewClaims,
 } from '../../lib/aggregator/review-links.ts';
@@ -76,8 +78,9 @@ export function reviewRoutes(ctx: PlatformContext): Router {
       const person = 'owner' in s ? s.owner : s.contact;
       const name = 'display_name' in s ? s.display_name : `${s.name} (organisation ${s.org_name})`;
       const approve = claims.intent === 'approve';
+      const what = claims.kind === 'join' ? `aggregator joining your organisation ${'org_name' in s ? s.org_name : ''}` : `${claims.kind} registration`;
       res.type('html').set('cache-control', 'no-store').set('referrer-policy', 'no-referrer').send(htmlPage(`${approve ? 'Approve' : 'Reject'} ${name}`, `
-<h1>${approve ? 'Approve' : 'Reject'} the ${claims.kind} registration</h1>
+<h1>${approve ? 'Approve' : 'Reject'} the ${escapeHtml(what)}</h1>
 <dl><dt>Name</dt><dd>${escapeHtml(name)}</dd><dt>Status</dt><dd>${escapeHtml(s.status)}</dd>
 ${person ? `<dt>Contact</dt><dd>${escapeHtml(person.name)} &lt;${escapeHtml(person.email)}&gt;, ${escapeHtml(person.phone)}</dd>` : ''}
 <dt>Registered</dt><dd>${escapeHtml(s.created_at.toISOString())}</dd>
@@ -102,14 +105,22 @@ ${approve ? '' : '<label for="reason">Reason (sent to the registrant) <span clas
           if (review?.used_at) throw usedPage(review);
           throw new PageAnswer(410, 'Review link expired', '<p role="alert">This review link has expired.</p>');
         }
-        const decided = claims.kind === 'organisation'
-          ? await decideOrganisation(client, claims.subjectId, claims.intent, reason || null)
-          : await decideAggregator(client, claims.subjectId, claims.intent, reason || null);
+        let decided;
+        try {
+          decided = claims.kind === 'organisation' ? await decideOrganisation(client, claims.subjectId, claims.intent, reason || null)
+            : claims.kind === 'join' ? await decideJoin(client, claims.subjectId, claims.intent, reason || null)
+              : await decideAggregator(client, claims.subjectId, claims.intent, reason || null);
+        } catch (err) {
+          if (err instanceof RegistrationConflict) throw new PageAnswer(409, 'Awaiting the organisation', `<p role="alert">${escapeHtml(err.message)}.</p>`);
+          throw err;
+        }
         if (!decided) throw new PageAnswer(409, 'Already decided', '<p role="alert">This registration is no longer pending (decided through another link or the command line).</p>');
       });
       const done = claims.intent === 'approve' ? 'approved' : 'rejected';
+      // The organisation's approval of a join is not the last word: the network admin reviews it next.
+      const next = claims.kind === 'join' && claims.intent === 'approve' ? 'The network admin reviews it next; the registrant is told by e-mail once decided.' : 'The registrant is told by e-mail.';
       res.type('html').set('cache-control', 'no-store').send(htmlPage(`Registration ${done}`,
-        `<div class="ok" role="status"><h1>Registration ${done}</h1><p>The registrant is told by e-mail.</p></div>`));
+        `<div class="ok" role="status"><h1>Registration ${done}</h1><p>${next}</p></div>`));
     } catch (err) {
       send(res, err);
     }
@@ -121,9 +132,12 @@ ${approve ? '' : '<label for="reason">Reason (sent to the registrant) <span clas
       const review = await getReview(ctx.pool, claims.reviewId);
       if (review?.used_at) throw usedPage(review);
       const s = await subjectOf(claims);
-      if (s.status !== 'pending') throw new PageAnswer(409, 'Already decided', `<p role="alert">This registration is ${escapeHtml(s.status)}.</p>`);
+      if (s.status !== 'pending' || (claims.kind === 'join' && 'org_approved_at' in s && s.org_approved_at)) {
+        throw new PageAnswer(409, 'Already decided', `<p role="alert">This registration is ${escapeHtml(s.status)}${s.status === 'pending' ? ', approved by its organisation' : ''}.</p>`);
+      }
       await withTransaction(ctx.pool, (client) => requestReview(client, claims.kind, claims.subjectId));
-      res.type('html').send(htmlPage('Fresh review link sent', `<div class="ok" role="status"><h1>Fresh review link sent</h1><p>A new review e-mail is on its way to ${escapeHtml(ctx.config.NETWORK_ADMIN_EMAIL)}.</p></div>`));
+      const to = claims.kind === 'join' ? 'the organisation\'s contact' : ctx.config.NETWORK_ADMIN_EMAIL;
+      res.type('html').send(htmlPage('Fresh review link sent', `<div class="ok" role="status"><h1>Fresh review link sent</h1><p>A new review e-mail is on its way to ${escapeHtml(to)}.</p></div>`));
     } catch (err) {
       send(res, err);
     }
@@ -134,7 +148,7 @@ ${approve ? '' : '<label for="reason">Reason (sent to the registrant) <span clas
 
 /** Path parameter of a review link (a signed token, verified by the handler). */
 export const reviewTokenParams = z.object({ token: z.string().meta({ description: 'the signed review token of the e-mailed link' }) });
-const reviewErrors = { 400: htmlDoc('Tampered link'), 404: htmlDoc('The registration no longer exists'), 409: htmlDoc('Link already used, or registration no longer pending'), 410: htmlDoc('Link expired (with a renewal form)') };
+const reviewErrors = { 400: htmlDoc('Tampered link'), 404: htmlDoc('The registration no longer exists'), 409: htmlDoc('Link already used, registration no longer pending, or still awaiting its organisation\'s approval'), 410: htmlDoc('Link expired (with a renewal form)') };
 
 /** Docs of `reviewRoutes` (HTML pages; the signed token is the credential). */
 export const reviewRouteDocs: RouteDoc[] = [

@@ -1,6 +1,6 @@
 /** `ldp aggregator create|approve` and `ldp token`: aggregators, their approval and their bearer tokens (built-in issuer). */
 import { createAggregator, findAggregator } from '../../lib/aggregator/aggregators.ts';
-import { decideAggregator } from '../../lib/aggregator/registrations.ts';
+import { decideAggregator, RegistrationConflict } from '../../lib/aggregator/registrations.ts';
 import { withTransaction } from '../../lib/platform/db.ts';
 import { ROLES } from '../../lib/platform/tokens.ts';
 import { CliError, withPlatformContext } from '../command-context.ts';
@@ -54,11 +54,19 @@ export async function token(opts: { aggregator?: string; user?: string; ttl: str
 /**
  * Approves a pending aggregator registration (as its signed review link would): aggregator and its
  * own pending organisation approved, login enabled, organisation push and e-mail enqueued.
- * Prints `{aggregator_id, status}`. @throws CliError when the aggregator is unknown or not pending.
+ * Prints `{aggregator_id, status}`. @throws CliError when the aggregator is unknown, not pending, or
+ * joins an existing organisation that has not approved it yet.
  */
 export async function aggregatorApprove(aggregatorId: string): Promise<void> {
   await withPlatformContext(async (ctx) => {
-    const decided = await withTransaction(ctx.pool, (client) => decideAggregator(client, aggregatorId, 'approve', null));
+    let decided;
+    try {
+      decided = await withTransaction(ctx.pool, (client) => decideAggregator(client, aggregatorId, 'approve', null));
+    } catch (err) {
+      // It joins an organisation that has not approved it: the network admin comes second.
+      if (err instanceof RegistrationConflict) throw new CliError(err.message);
+      throw err;
+    }
     if (!decided) {
       const agg = await findAggregator(ctx.pool, aggregatorId);
       throw new CliError(agg ? `Aggregator ${aggregatorId} is ${agg.status}, not pending` : `No aggregator with id ${aggregatorId}`);

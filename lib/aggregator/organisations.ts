@@ -8,7 +8,7 @@ import type { PiiCrypto } from '../platform/crypto.ts';
 import type { PoolClient, Queryable } from '../platform/db.ts';
 import { enqueue } from '../platform/jobs.ts';
 import { slugify } from './aggregators.ts';
-import { createReview, DECISION_EMAIL_TASK, REVIEW_EMAIL_TASK, type ReviewIntent } from './review-links.ts';
+import { createReview, DECISION_EMAIL_TASK, REVIEW_EMAIL_TASK, type ReviewIntent, type ReviewSubjectKind } from './review-links.ts';
 
 /** The body of POST /v1/orgs/create after validation (phone in E.164, e-mail lower-cased). */
 export interface OrganisationRegistration {
@@ -40,7 +40,7 @@ export async function createIdentityGroup(client: PoolClient, orgId: string, slu
 }
 
 /** Enqueues a fresh review e-mail for `subject` (new review row, new signed links). Returns the review id. */
-export async function requestReview(client: PoolClient, kind: 'organisation' | 'aggregator', subjectId: string): Promise<string> {
+export async function requestReview(client: PoolClient, kind: ReviewSubjectKind, subjectId: string): Promise<string> {
   const reviewId = await createReview(client, kind, subjectId);
   await enqueue(client, { task: REVIEW_EMAIL_TASK, payload: { review_id: reviewId }, jobKey: `${REVIEW_EMAIL_TASK}:${reviewId}` });
   return reviewId;
@@ -75,6 +75,20 @@ Promise<{ orgId: string; slug: string; status: string; created: boolean }> {
     [org.org_id, pii.encrypt(owner.name), pii.encrypt(owner.email), pii.encrypt(owner.phone), emailIndex]);
   await requestReview(client, 'organisation', org.org_id);
   return { orgId: org.org_id, slug, status: 'pending', created: true };
+}
+
+/**
+ * Who speaks for organisation `orgId` when an aggregator asks to join it: its owner (the person who
+ * registered it through POST /v1/orgs/create), else the registrant of its earliest approved
+ * aggregator; null when it has neither (made with `ldp aggregator create`: the network admin
+ * speaks for it). Only enabled users, i.e. of an approved registration.
+ */
+export async function organisationContact(db: Queryable, pii: PiiCrypto, orgId: string): Promise<{ name: string; email: string } | null> {
+  const { rows: [user] } = await db.query<{ name_encrypted: string; email_encrypted: string }>(
+    `SELECT u.name_encrypted, u.email_encrypted FROM aggregator.users u LEFT JOIN aggregator.aggregators a USING (aggregator_id)
+      WHERE u.org_id = $1 AND u.enabled AND (u.role = 'owner' OR a.status = 'approved')
+      ORDER BY u.role = 'owner' DESC, u.created_at LIMIT 1`, [orgId]);
+  return user ? { name: pii.decrypt(user.name_encrypted), email: pii.decrypt(user.email_encrypted) } : null;
 }
 
 /** What the review page shows about an organisation. */

@@ -5,7 +5,9 @@
  * aggregator is created (in its own new pending organisation, or under an approved `org_id`) with
  * a disabled user for the token's subject; the network admin reviews it through signed links (or
  * `ldp aggregator approve`). Approval makes aggregator (and its own organisation) `approved`,
- * enables the user, and enqueues the push of the organisation to signals.
+ * enables the user, and enqueues the push of the organisation to signals. A registration naming an
+ * existing organisation is first reviewed by that organisation (a `join` review e-mailed to its
+ * contact); only its approval sends the network admin's review (docs/decisions.md, "Trust II").
  */
 import type { ErrorObject } from 'ajv';
 import { parsePhoneNumberFromString, type CountryCode } from 'libphonenumber-js/max';
@@ -77,21 +79,25 @@ export function validateAggregatorRegistration(network: Network, body: unknown):
   return problems.length ? { ok: false, problems } : { ok: true, value };
 }
 
-/** Why a registration cannot be made: the caller answers 404 (`org_not_found`) or 409 (the others). */
+/**
+ * Why a registration cannot be made (404 `org_not_found`, 409 the others), or approved yet
+ * (`awaits_organisation`: it joins an organisation that has not approved it).
+ */
 export class RegistrationConflict extends Error {
   name = 'RegistrationConflict';
-  constructor(readonly code: 'already_registered' | 'org_not_found' | 'org_not_approved', message: string) {
+  constructor(readonly code: 'already_registered' | 'org_not_found' | 'org_not_approved' | 'awaits_organisation', message: string) {
     super(message);
   }
 }
 
 /**
  * Creates the pending aggregator of `registration` for the person `user` (token issuer and subject),
- * inside the caller's transaction, and enqueues the review e-mail.
+ * inside the caller's transaction, and enqueues the review e-mail: the network admin's, or, when it
+ * joins an existing organisation, that organisation's (`awaits: 'organisation'`).
  * @throws RegistrationConflict
  */
 export async function registerAggregator(client: PoolClient, pii: PiiCrypto, user: { issuer: string; subject: string }, registration: AggregatorRegistration):
-Promise<{ aggregatorId: string; orgId: string; orgSlug: string; status: string }> {
+Promise<{ aggregatorId: string; orgId: string; orgSlug: string; status: string; awaits: 'organisation' | 'network_admin' }> {
   await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 8))', [`${user.issuer} ${user.subject}`]);
   const { rows: [already] } = await client.query<{ aggregator_id: string; status: string }>(
     `SELECT a.aggregator_id, a.status FROM aggregator.users u JOIN aggregator.aggregators a USING (aggregator_id)
@@ -119,8 +125,27 @@ Promise<{ aggregatorId: string; orgId: string; orgSlug: string; status: string }
     `INSERT INTO aggregator.users (issuer, subject, org_id, aggregator_id, role, name_encrypted, email_encrypted, phone_encrypted, email_index, enabled)
      VALUES ($1, $2, $3, $4, 'aggregator_admin', $5, $6, $7, $8, false)`,
     [user.issuer, user.subject, org.org_id, agg.aggregator_id, pii.encrypt(contact.name), pii.encrypt(contact.email), pii.encrypt(contact.phone), pii.blindIndex('email', contact.email)]);
+  const awaits = registration.org_id ? 'organisation' : 'network_admin';
+  await requestReview(client, awaits === 'organisation' ? 'join' : 'aggregator', agg.aggregator_id);
+  return { aggregatorId: agg.aggregator_id, orgId: org.org_id, orgSlug: org.slug, status: 'pending', awaits };
+}
+
+/**
+ * Applies the decision of the organisation an aggregator asks to join (its `join` review), inside
+ * the caller's transaction: approve → `org_approved_at` set and the network admin's review e-mail
+ * enqueued (the aggregator stays pending until that decision); reject → the aggregator `rejected`
+ * with `reason`, the registrant told. Returns false when the aggregator is not pending, does not
+ * join an organisation, or its organisation already approved it.
+ */
+export async function decideJoin(client: PoolClient, aggregatorId: string, intent: ReviewIntent, reason: string | null): Promise<boolean> {
+  const { rows: [agg] } = await client.query<{ aggregator_id: string }>(
+    `SELECT aggregator_id FROM aggregator.aggregators
+      WHERE aggregator_id::text = $1 AND status = 'pending' AND registration ? 'org_id' AND org_approved_at IS NULL FOR UPDATE`, [aggregatorId]);
+  if (!agg) return false;
+  if (intent === 'reject') return decideAggregator(client, aggregatorId, 'reject', reason);
+  await client.query('UPDATE aggregator.aggregators SET org_approved_at = now(), updated_at = now() WHERE aggregator_id = $1', [agg.aggregator_id]);
   await requestReview(client, 'aggregator', agg.aggregator_id);
-  return { aggregatorId: agg.aggregator_id, orgId: org.org_id, orgSlug: org.slug, status: 'pending' };
+  return true;
 }
 
 /**
@@ -128,9 +153,17 @@ Promise<{ aggregatorId: string; orgId: string; orgSlug: string; status: string }
  * `approved`, its still-pending organisation too, its users enabled, the organisation's push to
  * signals and the decision e-mail enqueued; reject → `rejected` with `reason`, e-mail enqueued.
  * Returns false when the aggregator is not pending (unknown, or decided already).
+ * @throws RegistrationConflict `awaits_organisation` on approving one that joins an existing
+ *   organisation which has not approved it (decideJoin).
  */
 export async function decideAggregator(client: PoolClient, aggregatorId: string, intent: ReviewIntent, reason: string | null): Promise<boolean> {
   const status = intent === 'approve' ? 'approved' : 'rejected';
+  if (intent === 'approve') {
+    const { rows: [waiting] } = await client.query<{ slug: string }>(
+      `SELECT o.slug FROM aggregator.aggregators a JOIN aggregator.organisations o USING (org_id)
+        WHERE a.aggregator_id::text = $1 AND a.status = 'pending' AND a.registration ? 'org_id' AND a.org_approved_at IS NULL`, [aggregatorId]);
+    if (waiting) throw new RegistrationConflict('awaits_organisation', `Aggregator ${aggregatorId} joins organisation ${waiting.slug}, which has not approved it yet (its review link was e-mailed to the organisation's contact)`);
+  }
   const { rows: [agg] } = await client.query<{ org_id: string }>(
     `UPDATE aggregator.aggregators SET status = $2, status_reason = $3, decided_at = now(), updated_at = now()
       WHERE aggregator_id::text = $1 AND status = 'pending' RETURNING org_id`, [aggregatorId, status, reason]);
@@ -149,8 +182,11 @@ export async function decideAggregator(client: PoolClient, aggregatorId: string,
 
 /** What the review page and the e-mails show about an aggregator registration. */
 export async function aggregatorForReview(db: Queryable, pii: PiiCrypto, aggregatorId: string) {
-  const { rows: [a] } = await db.query<{ name: string; types: string[]; status: string; status_reason: string | null; registration: Record<string, unknown> | null; org_slug: string; org_name: string; created_at: Date }>(
-    `SELECT a.name, a.types, a.status, a.status_reason, a.registration, o.slug AS org_slug, o.display_name AS org_name, a.created_at
+  const { rows: [a] } = await db.query<{
+    name: string; types: string[]; status: string; status_reason: string | null; registration: Record<string, unknown> | null;
+    org_id: string; org_slug: string; org_name: string; org_approved_at: Date | null; created_at: Date;
+  }>(
+    `SELECT a.name, a.types, a.status, a.status_reason, a.registration, a.org_id, o.slug AS org_slug, o.display_name AS org_name, a.org_approved_at, a.created_at
        FROM aggregator.aggregators a JOIN aggregator.organisations o USING (org_id) WHERE a.aggregator_id = $1`, [aggregatorId]);
   if (!a) return null;
   const { rows: [user] } = await db.query<{ name_encrypted: string; email_encrypted: string; phone_encrypted: string }>(

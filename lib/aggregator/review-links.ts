@@ -16,7 +16,12 @@ import { readOrCreateSecret } from '../platform/secrets.ts';
 
 export const REVIEW_INTENTS = ['approve', 'reject'] as const;
 export type ReviewIntent = (typeof REVIEW_INTENTS)[number];
-export type ReviewSubjectKind = 'organisation' | 'aggregator';
+/**
+ * What a review decides: an organisation's or an aggregator's registration (by the network admin),
+ * or an aggregator joining an existing organisation (`join`, by that organisation's contact).
+ */
+export type ReviewSubjectKind = 'organisation' | 'aggregator' | 'join';
+const SUBJECT_KINDS: readonly string[] = ['organisation', 'aggregator', 'join'];
 
 /** How long a review link stays valid: 7 days. */
 export const REVIEW_LINK_TTL_SECONDS = 7 * 24 * 3600;
@@ -67,8 +72,8 @@ export async function signReviewToken(key: Uint8Array, claims: ReviewClaims, exp
 function claimsOf(payload: JWTPayload): ReviewClaims | null {
   const { jti, sub, intent, kind } = payload as Record<string, unknown>;
   if (typeof jti !== 'string' || typeof sub !== 'string' || !REVIEW_INTENTS.includes(intent as ReviewIntent)
-    || (kind !== 'organisation' && kind !== 'aggregator')) return null;
-  return { reviewId: jti, subjectId: sub, intent: intent as ReviewIntent, kind };
+    || !SUBJECT_KINDS.includes(kind as string)) return null;
+  return { reviewId: jti, subjectId: sub, intent: intent as ReviewIntent, kind: kind as ReviewSubjectKind };
 }
 
 /**
@@ -118,7 +123,7 @@ export async function useReview(db: Queryable, reviewId: string, intent: ReviewI
   return rowCount === 1;
 }
 
-/** Task e-mailing the network admin the review links of review `{review_id}`. */
+/** Task e-mailing the review links of review `{review_id}` (to the network admin; a `join` review to the organisation's contact). */
 export const REVIEW_EMAIL_TASK = 'aggregator-send-review-email';
 /** Task e-mailing the registrant the decision on `{kind, subject_id}`. */
 export const DECISION_EMAIL_TASK = 'aggregator-send-decision-email';

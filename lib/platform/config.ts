@@ -169,6 +169,10 @@ export const configSchema = z.object({
   /** Public registrations accepted per link and client IP within REGISTRATION_RATE_LIMIT_WINDOW_SECONDS. */
   REGISTRATION_RATE_LIMIT_POINTS: positiveInt.default(20),
   REGISTRATION_RATE_LIMIT_WINDOW_SECONDS: positiveInt.default(60),
+  /** Organisation sign-ups (POST /v1/orgs/create, one review e-mail each) per client IP and per owner e-mail within ORG_SIGNUP_RATE_LIMIT_WINDOW_SECONDS. */
+  ORG_SIGNUP_RATE_LIMIT_PER_IP: positiveInt.default(10),
+  ORG_SIGNUP_RATE_LIMIT_PER_EMAIL: positiveInt.default(3),
+  ORG_SIGNUP_RATE_LIMIT_WINDOW_SECONDS: positiveInt.default(3600),
   // Voice campaigns (issue 9): the provider, its batches and the job chunks.
   /** Base URL of the voice provider (POST <url>/v1/batches); default: `ldp voice-provider` on its default port. */
   VOICE_PROVIDER_URL: z.url().default('http://127.0.0.1:3090'),

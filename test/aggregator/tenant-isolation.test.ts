@@ -153,6 +153,19 @@ describe('tenant isolation over every aggregator route', () => {
     for (const secret of secrets) expect(seen.includes(secret), `answer holds ${secret}`).toBe(false);
   });
 
+  it('an aggregator of the owner’s organisation reads its voice job (organisation scope) but not its export’s CSV (403)', async () => {
+    const { rows: [sibling] } = await platform.ctx.pool.query<{ aggregator_id: string }>(
+      `INSERT INTO aggregator.aggregators (org_id, name, types) VALUES ($1, 'Sibling of the owner', '{seeker}') RETURNING aggregator_id`, [owner.orgId]);
+    const token = await platform.ctx.tokens.issue({
+      sub: `aggregator:${sibling.aggregator_id}`, aggregator_id: sibling.aggregator_id, org_id: owner.orgId, aggregator_type: ['seeker'], roles: ['admin'],
+    }, 600);
+    const get = (path: string) => request(platform.url('aggregator')).get(path).set('authorization', `Bearer ${token}`);
+    expect((await get(`/v1/campaign/voice/${own.voice}`)).status).toBe(200);
+    const csv = await get(`/v1/campaign/exports/${own.export}`);
+    expect(csv.status).toBe(403);
+    expect(csv.body.error).toMatchObject({ code: 'forbidden', detail: expect.stringContaining('another aggregator') });
+  });
+
   it('lists of another aggregator show nothing of the owner', async () => {
     for (const c of ROUTES.filter((r) => r.method === 'GET' && !r.target)) {
       const res = await send(c, c.path, intruder.token);
