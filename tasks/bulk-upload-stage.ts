@@ -25,7 +25,7 @@
 import type { Task } from 'graphile-worker';
 import { withReportColumnsIgnored } from '../lib/aggregator/bulk/error-report.ts';
 import { matchHeaders } from '../lib/aggregator/bulk/header-match.ts';
-import { createRowCoercer } from '../lib/aggregator/bulk/row-coercion.ts';
+import { createRowCoercer, type RowKeys } from '../lib/aggregator/bulk/row-coercion.ts';
 import { openTable } from '../lib/aggregator/bulk/open-table.ts';
 import { TableFormatError, tableLimits, type Table } from '../lib/aggregator/bulk/table.ts';
 import {
@@ -99,7 +99,7 @@ export function bulkUploadStage(ctx: PlatformContext): Task {
         const repeats = repeatsOf(outcome, row.rowNumber);
         const staged: StagedRow = repeats ? [row.rowNumber, row.values, repeats] : [row.rowNumber, row.values];
         if (!settle) await stage([staged]);
-        else await stage(await settle.offer(staged, outcome.ok ? outcome.participant : outcome.keys, outcome.ok && !repeats));
+        else await stage(await settle.offer(staged, outcome.ok ? outcome.participant : outcome.keys, outcome.ok && !repeats ? outcome.participant.profile : undefined));
       }
       if (settle) await stage(await settle.drain());
       if (rows.length) await write(rows);
@@ -153,10 +153,10 @@ const LOOKUPS_IN_FLIGHT = 2;
 
 /**
  * Settles the unchanged rows of an upsert or update upload while its file is staged (see the
- * module comment). `offer(row, participant, hashable)` takes rows in file order and answers the
- * rows to stage, in file order, as their lookups complete (`drain()` the rest at the end);
- * `participant` (or a failed row's keys) names the row's participant, and only a `hashable` row (it
- * passed coercion and repeats no earlier row) can be unchanged. `unchanged()` counts the rows
+ * module comment). `offer(row, keys, profile)` takes rows in file order and answers the rows to
+ * stage, in file order, as their lookups complete (`drain()` the rest at the end); `keys` (a
+ * passed row's participant, or a failed row's keys) name the row's participant, and only a row
+ * with its `profile` (it passed coercion and repeats no earlier row) can be unchanged. `unchanged()` counts the rows
  * settled; `toPause()` (sync) lists the live and draft participants of the domain no row named.
  */
 export function createUnchangedFilter(pool: Pool, pii: PiiCrypto, aggregatorId: string, domain: Domain, sync: boolean) {
@@ -193,10 +193,8 @@ export function createUnchangedFilter(pool: Pool, pii: PiiCrypto, aggregatorId: 
   };
 
   return {
-    async offer(row: StagedRow, participant: Parameters<typeof participantKeys>[1] | undefined, hashable: boolean): Promise<StagedRow[]> {
-      batch.push(participant
-        ? { row, keys: participantKeys(pii, participant), hash: hashable ? contentHash(pii, participant.profile) : undefined }
-        : { row });
+    async offer(row: StagedRow, keys: RowKeys | undefined, profile: Record<string, unknown> | undefined): Promise<StagedRow[]> {
+      batch.push(keys ? { row, keys: participantKeys(pii, keys), hash: profile ? contentHash(pii, profile) : undefined } : { row });
       if (batch.length < LOOKUP_ROWS) return [];
       flush();
       return inFlight.length > LOOKUPS_IN_FLIGHT ? inFlight.shift()! : [];

@@ -71,7 +71,9 @@ export function uploadPages(ctx: PlatformContext): Router {
     const { page, preview: previewId } = parse(jobQuery, req.query, 'query');
     // Row reasons quote cells: admin and operator only, as the API's /errors and /previews (docs/decisions.md, "Trust II").
     const seesReasons = callerOf(res).roles.some((r) => r === 'admin' || r === 'operator');
-    const preview = previewId && seesReasons ? await getPreview(ctx.pool, ctx.pii, job.upload_id, previewId) : null;
+    // A sync upload starts with the count its dry run found: the newest whole-file dry run is shown when none is asked for.
+    const shownPreview = previewId ?? (job.sync && job.status === 'pending' ? await latestWholeFilePreview(job.upload_id) : undefined);
+    const preview = shownPreview && seesReasons ? await getPreview(ctx.pool, ctx.pii, job.upload_id, shownPreview) : null;
     // Before the start, an operator sees how the file's columns match the fields, to save as a mapping.
     // As the worker stored them when the file came in (never computed here: no read of the file per page load).
     let suggestions: StoredSuggestions | null = null;
@@ -95,7 +97,7 @@ export function uploadPages(ctx: PlatformContext): Router {
       errors: !seesReasons ? [] : (sealed ? openJson<{ errors: Reason[] }>(ctx.pii, sealed).errors : errors ?? []).map((e) => ({ ...e, label: e.field ? fields.get(e.field) ?? e.field : null })),
     }));
     const view = req.header('hx-request') === 'true' && (req.header('hx-target') ?? '').includes('problem-rows') ? 'upload-rows' : 'upload';
-    renderPage(req, res, view, { job, seesReasons, suggestions, suggestionProblem, mappingName: mapping?.name ?? null, rows: problemRows, page, hasMore: rows.length > ROWS_PER_PAGE, perPage: ROWS_PER_PAGE, preview, fieldLabel: (name: string | null) => (name ? fields.get(name) ?? name : null) });
+    renderPage(req, res, view, { shown: shownValue, job, seesReasons, suggestions, suggestionProblem, mappingName: mapping?.name ?? null, rows: problemRows, page, hasMore: rows.length > ROWS_PER_PAGE, perPage: ROWS_PER_PAGE, preview, fieldLabel: (name: string | null) => (name ? fields.get(name) ?? name : null) });
   });
 
   router.post('/uploads/:id/start', consoleRole('admin', 'operator'), async (req, res) => {
@@ -105,9 +107,18 @@ export function uploadPages(ctx: PlatformContext): Router {
       throw new HttpError(400, t('uploads.attestation.required'), { fields: { attestation: ['required'] } });
     }
     const caller = callerOf(res);
-    const started = await startBulkUpload(ctx.pool, caller.aggregatorId, job.upload_id, caller.subject);
-    if (started.outcome === 'failed') throw new HttpError(409, t('uploads.failed', { reason: started.job.status_reason ?? '' }));
-    res.redirect(303, `/console/uploads/${job.upload_id}`);
+    const body = req.body as Record<string, string>;
+    const confirmPause = body.confirm_pause !== undefined && /^\d{1,9}$/.test(body.confirm_pause) ? Number(body.confirm_pause) : undefined;
+    const started = await startBulkUpload(ctx.pool, caller.aggregatorId, job.upload_id, caller.subject,
+      { confirmPause, allowLargePause: body.allow_large_pause === 'true', maxPauseFraction: ctx.config.BULK_SYNC_MAX_PAUSE_FRACTION });
+    switch (started.outcome) {
+      case 'failed': throw new HttpError(409, t('uploads.failed', { reason: started.job.status_reason ?? '' }));
+      case 'confirm_pause_required':
+      case 'dry_run_required': throw new HttpError(409, t('upload.sync.needsdryrun'));
+      case 'pause_mismatch': throw new HttpError(409, t('upload.sync.mismatch', { count: started.pauseCount, confirmed: confirmPause ?? 0 }));
+      case 'large_pause': throw new HttpError(409, t('upload.sync.large.refused', { count: started.pauseCount, participants: started.participants }));
+      default: res.redirect(303, `/console/uploads/${job.upload_id}`);
+    }
   });
 
   // A dry run of a pending job by the worker (as POST /v1/bulk-uploads/{id}/preview), shown on the job page.
@@ -115,6 +126,7 @@ export function uploadPages(ctx: PlatformContext): Router {
     const job = await jobOf(req, res);
     if (job.status !== 'pending') throw new HttpError(409, translator(languageOf(req))('dryrun.notpending'));
     let preview: PreviewJson = await createPreview(ctx.pool, ctx.pii, job.upload_id, DRY_RUN_ROWS, callerOf(res).subject);
+    // A whole-file comparison (upsert, update) may take longer than the page waits: the page then offers a reload.
     const deadline = Date.now() + ctx.config.BULK_PREVIEW_WAIT_MS;
     while (preview.status === 'pending' && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, PREVIEW_POLL_MS));
@@ -143,5 +155,19 @@ export function uploadPages(ctx: PlatformContext): Router {
     await pipeline(body, res);
   });
 
+  /** The newest completed whole-file dry run of upload `uploadId` (what a sync start confirms), or undefined. */
+  async function latestWholeFilePreview(uploadId: string): Promise<string | undefined> {
+    const { rows } = await ctx.pool.query<{ preview_id: string }>(
+      `SELECT preview_id FROM aggregator.bulk_upload_previews WHERE upload_id = $1 AND status = 'completed' AND whole_file
+        ORDER BY completed_at DESC LIMIT 1`, [uploadId]);
+    return rows[0]?.preview_id;
+  }
+
   return router;
+}
+
+/** A value of a dry run's change as the page shows it (null: empty). */
+function shownValue(value: unknown): string {
+  if (value === null || value === undefined || value === '') return '—';
+  return Array.isArray(value) ? value.join(', ') : String(value);
 }

@@ -44,7 +44,7 @@ export interface ParticipantKeys {
 }
 
 /** Blind indexes (lib/crypto.ts `blindIndex('phone' | 'email', …)`) and external id of `p`. */
-export function participantKeys(pii: PiiCrypto, p: CoercedParticipant): ParticipantKeys {
+export function participantKeys(pii: PiiCrypto, p: Pick<CoercedParticipant, 'externalId'> & { identity: { phone?: string; email?: string } }): ParticipantKeys {
   return {
     phoneIndex: p.identity.phone ? pii.blindIndex('phone', p.identity.phone) : undefined,
     emailIndex: p.identity.email ? pii.blindIndex('email', p.identity.email) : undefined,

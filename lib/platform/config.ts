@@ -196,6 +196,8 @@ export const configSchema = z.object({
   VOICE_POLL_MAX_AGE_MS: z.coerce.number().int().min(0).max(10_000).default(1000),
   /** Largest body of POST /v1/campaign/voice (100,000 item ids are ~3.9 MB of JSON). */
   VOICE_JOB_MAX_BODY_BYTES: byteSize.default(8 * 1000 * 1000),
+  /** Days after an export job's CSV (decrypted contacts) was written before it is deleted from object storage (Trust II). */
+  VOICE_EXPORT_RETENTION_DAYS: positiveInt.max(3650).default(7),
   // --- People, consent, sessions and actions (issue 7) ---
   /** Generic HTTP SMS provider: each message is POSTed as signed JSON; unset: `.txt` files in DATA_DIR/outbox/sms. */
   SMS_PROVIDER_URL: z.url().optional(),
@@ -211,8 +213,6 @@ export const configSchema = z.object({
   /** Login through the external OIDC issuer (OIDC_ISSUER) when OIDC_CLIENT_ID is set: authorization code + PKCE. */
   OIDC_CLIENT_ID: optionalString,
   OIDC_CLIENT_SECRET: optionalString,
-  /** Days after an export job's CSV (decrypted contacts) was written before it is deleted from object storage (Trust II). */
-  VOICE_EXPORT_RETENTION_DAYS: positiveInt.max(3650).default(7),
   /** Where the issuer sends the browser back; default SIGNALS_URL + /api/v1/auth/session/callback. */
   OIDC_REDIRECT_URL: z.url().optional(),
 }).superRefine((c, ctx) => {

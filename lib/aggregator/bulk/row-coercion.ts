@@ -47,7 +47,10 @@ export interface CoercedParticipant {
  * A row coerced: the participant, or every field error; a failed row still carries the keys
  * (identity, external id) of the fields that coerced well, which name its participant.
  */
-export type RowOutcome = { ok: true; participant: CoercedParticipant } | { ok: false; errors: FieldError[]; keys?: CoercedParticipant };
+export type RowOutcome = { ok: true; participant: CoercedParticipant } | { ok: false; errors: FieldError[]; keys?: RowKeys };
+
+/** The keys of a row that name its participant: phone, e-mail (identity) and external id. */
+export type RowKeys = { identity: Pick<CoercedParticipant['identity'], 'phone' | 'email'>; externalId?: string };
 
 /** A value that could not be coerced, with the message saying why. */
 export class Bad {
@@ -121,9 +124,10 @@ export function createRowCoercer(network: Network, domain: Domain, mapping: Colu
     if (!domain.validate(profile)) errors = schemaErrors(domain, fields, profile, domain.validate.errors ?? [], errors ?? []);
     if (errors) {
       // The keys that coerced well still name the row's participant (a sync upload keeps it: issue 30).
-      const bad = new Set(errors.map((e) => e.field));
-      for (const field of bad) delete profile[field];
-      return { ok: false, errors, keys: participantOf(domain, profile) };
+      for (const e of errors) delete profile[e.field];
+      const { identity: { phone, email }, externalId } = participantOf(domain, profile);
+      if (phone === undefined && email === undefined && externalId === undefined) return { ok: false, errors };
+      return { ok: false, errors, keys: { identity: { phone, email }, externalId } };
     }
     return { ok: true, participant: participantOf(domain, profile) };
   };
