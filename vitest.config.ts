@@ -1,13 +1,35 @@
 import { defineConfig } from 'vitest/config';
+import { serverPath } from './test/setup/server-path.ts';
+
+/**
+ * Test files that run on both paths (docs/decisions.md, issue 31): the embedded PostgreSQL with the
+ * in-process vector index (usearch), and a PostgreSQL server with pgvector (test/setup/server-path.ts).
+ */
+export const SERVER_PATH_TESTS = [
+  'test/platform/migrations.test.ts',
+  'test/search/search-api.test.ts',
+  'test/search/search-index.test.ts',
+  'test/search/search-geo-cells.test.ts',
+  'test/search/search-after-bulk.test.ts',
+];
+/** Tests of the server path alone (pgvector's own index upkeep, roles). */
+const SERVER_ONLY_TESTS = ['test/search/pgvector-server.test.ts'];
+
+const server = serverPath();
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
-    // One embedded PostgreSQL for the run; each test file works in its own database cloned
-    // from a migrated template (test/helpers/platform.ts).
-    globalSetup: ['test/setup/global-setup.ts'],
     pool: 'forks',
     testTimeout: 30_000,
     hookTimeout: 120_000,
+    // Each project starts one PostgreSQL for the run; each test file works in its own database
+    // cloned from a migrated template (test/helpers/platform.ts).
+    projects: [
+      { extends: true, test: { name: 'embedded', include: ['test/**/*.test.ts'], exclude: SERVER_ONLY_TESTS, globalSetup: ['test/setup/global-setup.ts'] } },
+      'binDir' in server
+        ? { extends: true, test: { name: 'pgvector-server', include: [...SERVER_PATH_TESTS, ...SERVER_ONLY_TESTS], globalSetup: ['test/setup/server-setup.ts'] } }
+        // No server here: one skipped test says why (CI always has it after .ci/run).
+        : { extends: true, test: { name: 'pgvector-server', include: ['test/setup/server-absent.ts'] } },
+    ],
   },
 });

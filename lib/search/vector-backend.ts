@@ -1,10 +1,11 @@
 /**
  * The vector backends of the search index. sql/004_search_index.sql chose one at migration time
  * and recorded it in `search.settings` (sql/011_search_ann.sql renamed `exact` to `usearch`):
- * - `pgvector`: an HNSW index with cosine distance per dimension count on the expression
+ * - `pgvector` (the server path): HNSW indexes with cosine distance on the expression
  *   `embedding::halfvec(n)` (pgvector README, "Indexing vectors with different dimensions": an
- *   expression index, partial on the rows of n dimensions), searched with `hnsw.iterative_scan`
- *   so filtered and deep pages are not cut short by `hnsw.ef_search`;
+ *   expression index, partial on the rows of n dimensions), one per generation of the graph,
+ *   kept by the search service (lib/search/pgvector-graph.ts, sql/034_search_pgvector_graph.sql),
+ *   searched with iterative index scans (lib/search/vector-index.ts);
  * - `usearch`: an in-process HNSW index kept by the search service (lib/search/usearch-index.ts).
  * Both store each embedding once, in half precision (sql/015_search_f16.sql): `halfvec` with
  * pgvector, a bytea of big-endian binary16 values otherwise (lib/search/half.ts).
@@ -33,18 +34,6 @@ export function dims(version: ModelVersion): number {
 }
 
 /**
- * Creates the HNSW cosine index for vectors of `version.dimensions` if it does not exist yet
- * (pgvector only; a no-op otherwise). Partial on live rows of that dimension count: search returns
- * live items only, and the cast to `vector(n)` is valid only for those rows.
- */
-export async function ensureVectorIndex(db: SqlRunner, backend: VectorBackendName, version: ModelVersion): Promise<void> {
-  if (backend !== 'pgvector') return;
-  const n = dims(version);
-  await db.query(`CREATE INDEX IF NOT EXISTS items_embedding_hnsw_h${n} ON search.items
-    USING hnsw ((embedding::halfvec(${n})) halfvec_cosine_ops) WHERE model_dimensions = ${n} AND lifecycle_status = 'live'`);
-}
-
-/**
  * Condition: the row was embedded with `version` (model id and quantisation as placeholders; the
  * dimension count inline, as the partial HNSW index's predicate must be provable at planning).
  */
@@ -53,17 +42,15 @@ export function sameModelSql(alias: string, version: ModelVersion, model: { id: 
 }
 
 /**
- * Session settings for a pgvector search reaching `depth` rows: `ef_search` of twice the depth,
- * at least 100 (pgvector's default of 40 misses close neighbours among the many near-identical
- * texts of real facility lists), at most 1000; strict-order iterative scans, which keep reading
- * the graph until enough rows pass the filters (pgvector 0.8 "Iterative Index Scans").
- * Transaction-local: run them inside the query's transaction.
+ * Session settings for a pgvector search of `limit` rows, as the select list of one statement:
+ * `ef_search` of twice the limit, at least 100 (pgvector's default of 40 misses close neighbours
+ * among the many near-identical texts of real facility lists), at most 1000; strict-order iterative
+ * scans, which keep reading the graph until enough rows pass the filters (pgvector 0.8 "Iterative
+ * Index Scans"), for up to ten times the limit's tuples, at least 20,000. Transaction-local: run
+ * them inside the query's transaction.
  */
-export function hnswSettings(depth: number): string[] {
-  const ef = Math.min(1000, Math.max(100, 2 * depth));
-  return [
-    `SELECT set_config('hnsw.ef_search', '${ef}', true)`,
-    `SELECT set_config('hnsw.iterative_scan', 'strict_order', true)`,
-    `SELECT set_config('hnsw.max_scan_tuples', '${Math.max(20_000, depth * 10)}', true)`,
-  ];
+export function hnswSettings(limit: number): string {
+  const ef = Math.min(1000, Math.max(100, 2 * limit));
+  return `set_config('hnsw.ef_search', '${ef}', true) AS ef_search, set_config('hnsw.iterative_scan', 'strict_order', true) AS iterative_scan,
+    set_config('hnsw.max_scan_tuples', '${Math.max(20_000, limit * 10)}', true) AS max_scan_tuples`;
 }

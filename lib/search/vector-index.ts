@@ -10,7 +10,8 @@
  * `exactNearest` is the exact path both share (few rows, or an index not ready).
  */
 import { cosineToHalf } from './half.ts';
-import type { VectorBackendName, SqlRunner } from './vector-backend.ts';
+import { hnswSettings, type VectorBackendName, type SqlRunner } from './vector-backend.ts';
+import type { GraphUpkeep } from './pgvector-graph.ts';
 
 /** A row near the query vector: exact cosine similarity; `t` = created_at in microseconds since 1970. */
 export interface Neighbour {
@@ -125,14 +126,25 @@ export async function exactNearest(db: SqlRunner, vector: Float32Array, k: numbe
   return rankRows(vector, rows, filter).slice(0, k);
 }
 
+/** Candidates the graph is asked for at most by one search, widening (pgvectorIndex). */
+export const MAX_GRAPH_CANDIDATES = 4000;
+
 /**
- * The pgvector implementation: `ORDER BY embedding::halfvec(n) <=> query` alone (no tiebreaker,
- * so the partial HNSW expression index serves it) under `hnsw.iterative_scan = strict_order`,
- * the found rows then ranked by exact similarity (ties by the spec's rule).
+ * The pgvector implementation (the server path). One statement reads two parts: the graph, through
+ * the HNSW index of the current generation (`ORDER BY embedding::halfvec(n) <=> query` alone, no
+ * tiebreaker, so that the index serves it, under `hnsw.iterative_scan = strict_order`: the rows
+ * come by distance), and the tail, the rows written since (lib/search/pgvector-graph.ts), ordered
+ * by their exact distance (few rows, through the index on ann_gen). The generation is read with
+ * the settings (hnswSettings), in the same transaction. The rows are ranked by exact similarity.
+ * With `minSimilarity`, the graph is asked for more (4x, up to MAX_GRAPH_CANDIDATES) while fewer
+ * than `k` rows reach it and its last candidate is within SIMILARITY_MARGIN of it: the answer is
+ * complete once a candidate falls below, judged without reading every row.
+ * `upkeep`: the search service's upkeep of the graph, for status().
  */
-export function pgvectorIndex(dimensions: number, settings: (depth: number) => string[]): VectorIndex {
+export function pgvectorIndex(dimensions: number, upkeep?: GraphUpkeep): VectorIndex & { upkeep?: GraphUpkeep } {
   return {
     backend: 'pgvector',
+    upkeep,
     ready: () => true,
     async size(db) {
       const { rows: [row] } = await db.query<{ n: number }>(
@@ -140,22 +152,36 @@ export function pgvectorIndex(dimensions: number, settings: (depth: number) => s
       return row.n;
     },
     async search(db, vector, k, filter, minSimilarity) {
-      for (const setting of settings(k)) await db.query(setting);
-      const q = `$${filter.params.length + 1}`;
-      const distance = `(i.embedding::halfvec(${dimensions}) <=> ${q}::real[]::halfvec(${dimensions}))`;
-      const { rows } = await db.query<{ item_id: string; t: string; e: string; d: number }>(
-        `SELECT ${neighbourColumns(filter)}, ${distance} AS d FROM search.items i WHERE ${filter.where}
-          ORDER BY ${distance} LIMIT $${filter.params.length + 2}`,
-        [...filter.params, Array.from(vector), k]);
-      // Rows come by distance: one below the margin means every later row is too.
-      const complete = minSimilarity !== undefined && rows.length > 0 && 1 - Number(rows.at(-1)!.d) < minSimilarity - SIMILARITY_MARGIN;
-      const found = rankRows(vector, rows, filter);
-      return { found: minSimilarity === undefined ? found : found.filter((n) => n.similarity >= minSimilarity), complete };
+      const { rows: [{ g }] } = await db.query<{ g: number }>(
+        `SELECT ${hnswSettings(k)}, (SELECT value::int FROM search.settings WHERE key = 'ann_graph_gen') AS g`);
+      const n = filter.params.length;
+      const distance = `(i.embedding::halfvec(${dimensions}) <=> $${n + 1}::real[]::halfvec(${dimensions}))`;
+      const part = (graph: boolean, limit: string) => `(SELECT ${neighbourColumns(filter)}, ${distance} AS d, ${graph} AS graph
+          FROM search.items i WHERE ${filter.where} AND i.ann_gen ${graph ? '<=' : '>'} ${Number(g)} ORDER BY ${distance} LIMIT ${limit})`;
+      type Row = { item_id: string; t: string; e: string; d: number; graph: boolean };
+      const params = [...filter.params, Array.from(vector)];
+      const { rows } = await db.query<Row>(`${part(true, `$${n + 2}`)} UNION ALL ${part(false, `$${n + 3}`)}`, [...params, k, k]);
+      const tail = rows.filter((r) => !r.graph);
+      let graph = rows.filter((r) => r.graph);
+      const passing = () => {
+        const found = rankRows(vector, [...graph, ...tail], filter);
+        return minSimilarity === undefined ? found : found.filter((f) => f.similarity >= minSimilarity);
+      };
+      // Graph rows come by distance: one below the margin means every later one is too.
+      const below = () => minSimilarity !== undefined && graph.length > 0 && 1 - Number(graph.at(-1)!.d) < minSimilarity - SIMILARITY_MARGIN;
+      let found = passing();
+      for (let limit = k; found.length < k && !below() && minSimilarity !== undefined && graph.length === limit && limit < MAX_GRAPH_CANDIDATES;) {
+        limit = Math.min(MAX_GRAPH_CANDIDATES, limit * 4);
+        await db.query(`SELECT ${hnswSettings(limit)}`);
+        graph = (await db.query<Row>(part(true, `$${n + 2}`), [...params, limit])).rows;
+        found = passing();
+      }
+      return { found: found.slice(0, k), complete: below() };
     },
     async rebuild() {
-      // PostgreSQL keeps the HNSW index in step with the table; nothing to rebuild from here.
+      // The upkeep builds a new generation when the tail is large; nothing to rebuild from here.
     },
-    status: () => ({ backend: 'pgvector', state: 'ready' }),
+    status: () => ({ backend: 'pgvector', ...(upkeep?.status() ?? { state: 'ready', upkeep: 'not started' }) }),
     close: async () => {},
   };
 }

@@ -1,7 +1,8 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, inject, it } from 'vitest';
+import { readVectorBackend } from '../../lib/search/vector-backend.ts';
 import { createPool, type Pool } from '../../lib/platform/db.ts';
 import { listMigrations, migrate, migrationStatus } from '../../lib/platform/migrate.ts';
 import { createTestDatabase } from '../helpers/platform.ts';
@@ -36,6 +37,8 @@ describe('migrations', () => {
     expect(await migrationStatus(pool)).toEqual({ current: true, applied: files.length, expected: files.length });
     const { rows: schemas } = await pool.query(`SELECT nspname FROM pg_namespace WHERE nspname IN ('signals','search','aggregator','graphile_worker') ORDER BY 1`);
     expect(schemas.map((r) => r.nspname)).toEqual(['aggregator', 'graphile_worker', 'search', 'signals']);
+    // The embedded PostgreSQL has no pgvector: the in-process index; a server with it: pgvector.
+    expect(await readVectorBackend(pool)).toBe(inject('vectorBackend'));
   });
 
   it('lets two processes start at once: the advisory lock makes the second wait and find nothing to do', async () => {

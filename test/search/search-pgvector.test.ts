@@ -1,6 +1,7 @@
 /**
  * The two vector backends on one small fixture: the index schema (sql/004_search_index.sql and
- * sql/011_search_ann.sql, sql/015_search_f16.sql, sql/017_search_words.sql, sql/019_search_geo_cells.sql) migrated into PGlite with real pgvector compiled to WASM
+ * sql/011_search_ann.sql, sql/015_search_f16.sql, sql/017_search_words.sql, sql/019_search_geo_cells.sql,
+ * sql/034_search_pgvector_graph.sql) migrated into PGlite with real pgvector compiled to WASM
  * (@electric-sql/pglite-pgvector) and into the embedded PostgreSQL (in-process usearch index),
  * the same rows written to both, and the same searches run by the same query builder, each through
  * its vector index (exactMaxRows 0), must give the same results. The HNSW index must serve the
@@ -19,7 +20,8 @@ import { loadNetwork } from '../../lib/network/config.ts';
 import { createSearchEngine } from '../../lib/search/engine.ts';
 import { runSearch, type SearchEngine, type SearchItem } from '../../lib/search/query.ts';
 import { searchBodySchema } from '../../lib/search/request.ts';
-import { ensureVectorIndex, readVectorBackend, type SqlRunner } from '../../lib/search/vector-backend.ts';
+import { readVectorBackend, type SqlRunner } from '../../lib/search/vector-backend.ts';
+import { buildGeneration, graphIndexName } from '../../lib/search/pgvector-graph.ts';
 import { SQL_DIR } from '../../lib/platform/migrate.ts';
 import { createTestDatabase, tempDir } from '../helpers/platform.ts';
 import { openUsearchIndex, type UsearchIndex } from '../../lib/search/usearch-index.ts';
@@ -111,9 +113,10 @@ beforeAll(async () => {
   await pglite.exec(await readFile(`${SQL_DIR}/015_search_f16.sql`, 'utf8'));
   await pglite.exec(await readFile(`${SQL_DIR}/017_search_words.sql`, 'utf8'));
   await pglite.exec(await readFile(`${SQL_DIR}/019_search_geo_cells.sql`, 'utf8'));
+  await pglite.exec(await readFile(`${SQL_DIR}/034_search_pgvector_graph.sql`, 'utf8'));
   expect(await readVectorBackend(pglite)).toBe('pgvector');
   await load(pglite, data);
-  await ensureVectorIndex(pglite, 'pgvector', provider.version);
+  await buildGeneration(pglite, provider.version.dimensions, { concurrently: false });
   await pglite.exec('ANALYZE');
   pgvectorEngine = createSearchEngine({
     network, backend: 'pgvector', provider, exactMaxRows: 0, totalExactBound: ROWS,
@@ -121,9 +124,11 @@ beforeAll(async () => {
     transaction: (fn) => pglite.transaction((tx) => fn({
       query: async (sql: string, params?: unknown[]) => {
         queries.push({ sql, params });
-        if (sql.includes('hnsw.iterative_scan')) await tx.query(PREFER_INDEX);
-        const setting = /set_config\('(hnsw\.(?:ef_search|max_scan_tuples))'/.exec(sql)?.[1];
-        return tx.query(scanLimit && setting ? `SELECT set_config('${setting}', '${scanLimit}', true)` : sql, params);
+        if (!sql.includes('hnsw.iterative_scan')) return tx.query(sql, params);
+        await tx.query(PREFER_INDEX);
+        const settings = await tx.query(sql, params);
+        if (scanLimit) await tx.query(`SELECT set_config('hnsw.ef_search', '${scanLimit}', true), set_config('hnsw.max_scan_tuples', '${scanLimit}', true)`);
+        return settings;
       },
     } as SqlRunner)),
   });
@@ -195,9 +200,9 @@ describe('pgvector (PGlite) and usearch (embedded PostgreSQL) backends', () => {
   it('serves the relevance order from the HNSW index, iterative scan on, with no tiebreaker', async () => {
     queries.length = 0;
     await runSearch(pgvectorEngine, body({ textSearch: 'veterinary hospital' }));
-    const page = queries.find((q) => /ORDER BY \(i\.embedding::halfvec\(384\) <=> \$\d+::real\[\]::halfvec\(384\)\) LIMIT/.test(q.sql));
+    const page = queries.find((q) => /ann_gen <= 1 ORDER BY \(i\.embedding::halfvec\(384\) <=> \$\d+::real\[\]::halfvec\(384\)\) LIMIT/.test(q.sql));
     expect(page).toBeDefined();
-    expect(queries.map((q) => q.sql)).toContain(`SELECT set_config('hnsw.iterative_scan', 'strict_order', true)`);
+    expect(queries.some((q) => q.sql.includes(`set_config('hnsw.iterative_scan', 'strict_order', true)`))).toBe(true);
     // The same statement with the same parameters is planned on the index.
     const plan = await pglite.transaction(async (tx) => {
       await tx.query(`SELECT set_config('hnsw.iterative_scan', 'strict_order', true)`);
@@ -205,7 +210,7 @@ describe('pgvector (PGlite) and usearch (embedded PostgreSQL) backends', () => {
       const explained = await tx.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${page!.sql}`, page!.params);
       return explained.rows.map((r) => r['QUERY PLAN']).join('\n');
     });
-    expect(plan).toContain('items_embedding_hnsw_h384');
+    expect(plan).toContain(graphIndexName(384, 1));
     // Exactly one read of the page: the index gave it complete.
     expect(queries.filter((q) => /ORDER BY .* LIMIT/.test(q.sql))).toHaveLength(1);
   });

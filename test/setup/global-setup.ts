@@ -20,6 +20,8 @@ declare module 'vitest' {
     /** Connection string of the server, ending in `/` (append a database name). */
     pgServerUrl: string;
     templateDb: string;
+    /** The vector backend the migrations chose on that server: `usearch` (embedded) or `pgvector` (server path). */
+    vectorBackend: 'usearch' | 'pgvector';
   }
 }
 
@@ -36,6 +38,7 @@ export default async function setup(project: TestProject) {
   await pool.end();
   project.provide('pgServerUrl', serverUrl);
   project.provide('templateDb', TEMPLATE_DB);
+  project.provide('vectorBackend', 'usearch');
   return async () => {
     await db.stop();
     await rm(dataDir, { recursive: true, force: true });
