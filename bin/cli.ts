@@ -12,6 +12,7 @@ import { dashboard } from './commands/dashboard.ts';
 import { exportProfiles } from './commands/export.ts';
 import { voiceProvider } from './commands/voice-provider.ts';
 import { consoleLink } from './commands/console.ts';
+import { backup, restore } from './commands/backup.ts';
 import { CliError, withPlatformContext } from './command-context.ts';
 
 const program = new Command('ldp')
@@ -103,6 +104,11 @@ program.command('openapi').description('print a service\'s OpenAPI 3.1 document 
   // Loaded when asked for: it builds every service's routes, which no other command needs.
   .action(async (opts) => (await import('./commands/openapi.ts')).openapi(opts));
 program.command('console').description('print a short-lived, single-use sign-in link for the operator console (/console/)').requiredOption('--aggregator <id>', 'aggregator id').option('--role <role>', 'admin, operator or viewer', 'admin').option('--ttl <duration>', 'how long the link may wait to be used (at most 1h)', '10m').option('--url <url>', 'aggregator base URL (default: AGGREGATOR_URL, else the running instance)').action(consoleLink);
+
+program.command('backup').description('write a consistent copy of the instance (database, objects, keys, manifest with checksums) into a new or empty directory')
+  .requiredOption('--out <dir>', 'the backup directory').option('--pg-bin <dir>', 'bin directory of pg_dump (DATABASE_URL; default: the newest found)').action(backup);
+program.command('restore <dir>').description('restore a backup into a fresh DATA_DIR (and DATABASE_URL\'s empty database); checksums verified first')
+  .option('--pg-bin <dir>', 'bin directory of pg_restore (a pg_dump backup; default: the newest found)').action(restore);
 
 program.command('fixtures')
   .description('generate fixture files')

@@ -47,8 +47,8 @@ async function binaries(binDir?: string): Promise<Binaries> {
   return getBinaries() as Promise<Binaries>;
 }
 
-/** As root, the uid/gid of the `postgres` system user (created if missing); otherwise {}. */
-async function runAs(): Promise<{ uid?: number; gid?: number }> {
+/** As root, the uid/gid of the `postgres` system user that owns and runs the cluster (created if missing); otherwise {}. */
+export async function clusterUser(): Promise<{ uid?: number; gid?: number }> {
   if (os.userInfo().uid !== 0) return {};
   const ids = async () => ({
     uid: Number((await run('id', ['-u', USER])).stdout),
@@ -99,7 +99,7 @@ async function exists(file: string): Promise<boolean> {
  */
 export async function startEmbeddedPostgres(options: { dataDir: string; port: number; binDir?: string; log?: (line: string) => void }): Promise<EmbeddedPostgres> {
   const { initdb, pg_ctl } = await binaries(options.binDir);
-  const user = await runAs();
+  const user = await clusterUser();
   const clusterDir = path.join(options.dataDir, 'postgres');
   // DATA_DIR itself stays traversable by the postgres user; only keys/ is private.
   const password = await readOrCreateSecret(options.dataDir, 'postgres-password', () => randomBytes(24).toString('hex'));

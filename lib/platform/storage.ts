@@ -9,7 +9,7 @@
  * the alphabet.
  */
 import { createWriteStream } from 'node:fs';
-import { chmod, open, rename, rm, stat, unlink } from 'node:fs/promises';
+import { chmod, open, readdir, rename, rm, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -47,6 +47,11 @@ export interface ObjectStorage {
   stat(key: string): Promise<ObjectInfo | null>;
   /** Deletes the object; deleting a missing object is not an error. @throws StorageKeyError */
   delete(key: string): Promise<void>;
+  /**
+   * Every complete object (an unfinished put is not one), keys in no promised order, listed as
+   * they are found: an object put or deleted during the listing may or may not be in it (backups).
+   */
+  list(): AsyncIterable<ObjectInfo>;
 }
 
 /** A key that is malformed or would escape the storage root. */
@@ -71,6 +76,9 @@ export function assertObjectKey(key: string): string {
 
 /** Bytes per read of `scan` on the filesystem (one buffer, so larger than a stream's 64 KiB: fewer reads). */
 const SCAN_CHUNK_BYTES = 256 * 1024;
+
+/** The name of a filesystem put's temporary file (never an object of its own). */
+const PARTIAL = /^\.[0-9a-f-]{36}\.partial$/;
 
 /** Filesystem errors that mean "there is no object at this key". */
 const absent = (err: unknown) => ['ENOENT', 'ENOTDIR', 'EISDIR'].includes((err as NodeJS.ErrnoException).code ?? '');
@@ -151,6 +159,25 @@ export function filesystemStorage(root: string): ObjectStorage {
       await unlink(resolve(key)).catch((err) => {
         if (!absent(err)) throw err;
       });
+    },
+    async *list() {
+      // Depth first, one directory's names at a time; a directory that vanished meanwhile is empty.
+      const pending: string[] = [''];
+      while (pending.length) {
+        const prefix = pending.pop()!;
+        const entries = await readdir(path.join(base, prefix), { withFileTypes: true }).catch((err) => {
+          if (absent(err)) return [];
+          throw err;
+        });
+        for (const entry of entries) {
+          const key = prefix ? `${prefix}/${entry.name}` : entry.name;
+          if (entry.isDirectory()) pending.push(key);
+          else if (entry.isFile() && !PARTIAL.test(entry.name)) {
+            const info = await stat(path.join(base, key)).catch((err) => (absent(err) ? null : Promise.reject(err)));
+            if (info) yield { key, size: info.size };
+          }
+        }
+      }
     },
   };
 }
@@ -271,6 +298,12 @@ export async function s3Storage(options: { endpoint: string; accessKey: string; 
     async delete(key) {
       assertObjectKey(key);
       await client.removeObject(bucket, key);
+    },
+    async *list() {
+      // ListObjectsV2, page by page as the stream is read; `prefix` entries are folders, not objects.
+      for await (const entry of client.listObjectsV2(bucket, '', true) as AsyncIterable<{ name?: string; size: number }>) {
+        if (entry.name) yield { key: entry.name, size: entry.size };
+      }
     },
   };
   return storage;

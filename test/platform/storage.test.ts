@@ -197,6 +197,21 @@ function storageBehaviours(backend: () => Backend) {
     }
   });
 
+  it('lists every complete object with its size, and no deleted one', async () => {
+    const { storage } = backend();
+    await storage.put('list/a.csv', 'abc');
+    await storage.put('list/deep/er/b.bin', randomBytes(10));
+    await storage.put('list/gone', 'x');
+    await storage.delete('list/gone');
+    const listed = new Map<string, number>();
+    for await (const o of storage.list()) listed.set(o.key, o.size);
+    expect(listed.get('list/a.csv')).toBe(3);
+    expect(listed.get('list/deep/er/b.bin')).toBe(10);
+    expect(listed.has('list/gone')).toBe(false);
+    expect(listed.has('list/deep')).toBe(false);
+    for (const [key, size] of listed) expect(await storage.stat(key), key).toEqual({ key, size });
+  });
+
   it('treats dots inside a segment as ordinary characters', async () => {
     const { storage } = backend();
     for (const key of ['a/..b/c', 'a/b../c', '...', '.hidden', 'v1.2/report.final.csv', 'A-Z_0-9/x']) {
@@ -234,6 +249,15 @@ describe('filesystem storage', () => {
     await expect(storage.put('tmp-check/x.bin', generated(BIG, { failAt: 4 * 1024 * 1024 }))).rejects.toThrow('source failed');
     expect(await readdir(path.join(root, 'tmp-check'))).toEqual([]);
     expect(storage.location).toBe(`filesystem:${root}`);
+  });
+
+  it('does not list the temporary file of a put in progress', async () => {
+    await mkdir(path.join(root, 'listing'), { recursive: true });
+    await writeFile(path.join(root, 'listing', `.${'0'.repeat(8)}-0000-4000-8000-${'0'.repeat(12)}.partial`), 'half');
+    await storage.put('listing/done.csv', 'whole');
+    const keys: string[] = [];
+    for await (const o of storage.list()) if (o.key.startsWith('listing/')) keys.push(o.key);
+    expect(keys).toEqual(['listing/done.csv']);
   });
 
   it('never touches files outside the root', async () => {
