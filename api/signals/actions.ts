@@ -3,7 +3,7 @@
  * party acting; errors in shape A). The actor policy: docs/decisions.md, "Trust II (issue 29)",
  * "The actor policy (actions)".
  * - `POST /api/v1/action/perform`         spec body, header x-acting-org-id optional → {results, summary}
- * - `POST /api/v1/action/{id}/status`     {action_status, update_count, note?} → the action
+ * - `POST /api/v1/action/{id}/status`     {action_status, update_count, note?, guardian_otp?} → the action
  * - `GET  /api/v1/action/{id}`            the action, its events and (once revealed, to its parties) contacts
  * A refused action answers the refusal's status with a shape-A body that also carries the
  * results envelope (`results[0].status: failed`, its `error` and `message`).
@@ -11,7 +11,6 @@
 import { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
 import type { PlatformContext } from '../../lib/context.ts';
-import { withTransaction } from '../../lib/platform/db.ts';
 import { ActionError, actionView, getAction, moveActionStatus, performAction, type Actor } from '../../lib/signals/actions.ts';
 import { HttpError } from '../http/errors.ts';
 import { errorShapeSchemas } from '../http/openapi.ts';
@@ -38,6 +37,7 @@ export const statusSchema = z.strictObject({
   action_status: z.string().min(1).max(64),
   update_count: z.number().int().min(0).max(PG_INT_MAX),
   note: z.string().max(1000).optional(),
+  guardian_otp: z.string().length(6).optional().meta({ description: 'the guardian\'s code, when the move reveals the contacts of a target who is a minor' }),
 });
 export const actionIdParam = z.object({ id: z.uuid() });
 
@@ -82,9 +82,9 @@ export function actionRoutes(ctx: PlatformContext): Router {
     const { id } = parse(actionIdParam, req.params, 'path');
     const body = parse(statusSchema, req.body);
     const actor = await actorOf(ctx, req, res);
-    const action = await withTransaction(ctx.pool, (client) => moveActionStatus(client, ctx.network, id, {
-      status: body.action_status, updateCount: body.update_count, note: body.note,
-    }, actor)).catch((err) => { throw asHttp(err); });
+    const action = await moveActionStatus(ctx, id, {
+      status: body.action_status, updateCount: body.update_count, note: body.note, guardianOtp: body.guardian_otp,
+    }, actor).catch((err) => { throw asHttp(err); });
     res.json(await actionView(ctx.pool, ctx.pii, ctx.network, action, actor));
   });
 
@@ -141,13 +141,16 @@ export const actionRouteDocs: RouteDoc[] = [
     errors: {
       401: 'Missing or invalid API key, a bad bearer token or a stale session cookie',
       403: 'API key alone (`person_token_required`), not a party (`not_a_party`), a cancel not by the source side (`cancel_not_allowed`), '
-        + 'or a move into the status that reveals contacts not by the target side (`target_side_only`)',
+        + 'a move into the status that reveals contacts not by the target side (`target_side_only`), or, when the target\'s person is a minor, '
+        + 'without the guardian\'s code (`GUARDIAN_OTP_REQUIRED`: a code was sent; `GUARDIAN_OTP_INVALID`, `GUARDIAN_OTP_EXPIRED`, `GUARDIAN_CONSENT_REQUIRED`)',
       404: 'No such action', 409: 'Stale update_count, terminal action or transition not allowed',
+      429: 'Too many guardian codes sent or wrong tries (`GUARDIAN_OTP_SEND_LIMIT`, `GUARDIAN_OTP_TOO_MANY_TRIES`; Retry-After)',
     },
   },
   {
     method: 'GET', path: '/api/v1/action/:id', summary: 'One action with its events', tags: ['actions'], security: 'apiKey',
-    description: `${actorNote} Any caller may read an action; \`contacts\` is filled only for a party once \`pii_revealed\`, else null.`,
+    description: `${actorNote} Any caller may read an action; \`contacts\` is filled only for a party once \`pii_revealed\`, else null; `
+      + 'a minor\'s entry stays null unless their guardian gave a code for this action.',
     params: actionIdParam, responses: { 200: { description: 'The action', schema: actionViewSchema } },
     errors: { 401: 'Missing or invalid API key, a bad bearer token or a stale session cookie', 404: 'No such action' },
   },

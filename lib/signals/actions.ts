@@ -9,7 +9,7 @@ import type { PiiCrypto } from '../platform/crypto.ts';
 import type { Pool, PoolClient, Queryable } from '../platform/db.ts';
 import { interactionAllowed, type Network } from '../network/config.ts';
 import { consumeCode, OneTimeCodeError } from './one-time-codes.ts';
-import { getUser, getUserProfile, type UserRecord } from './people.ts';
+import { getUser, getUserProfile, userOfItem, type UserRecord } from './people.ts';
 import { guardianScope, sendGuardianCode } from './signup.ts';
 
 /** A refused action or status move: HTTP status, API error code, message. */
@@ -62,12 +62,14 @@ export interface ActionRecord {
   acting_as_user_id: string | null;
   requirements_snapshot: Record<string, unknown> | null;
   consent: Record<string, unknown> | null;
+  /** The minors whose guardian gave a code for this action (at perform, or at the move that reveals contacts). */
+  guardian_code_user_ids: string[];
   created_at: string;
   updated_at: string;
 }
 
 const ACTION_COLUMNS = `action_id, action_type, action_status, update_count, terminal, source_item_id, target_item_id,
-  target_instance_url, actor, acting_org_id, acting_as_user_id, requirements_snapshot, consent,
+  target_instance_url, actor, acting_org_id, acting_as_user_id, requirements_snapshot, consent, guardian_code_user_ids::text[],
   to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at,
   to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS updated_at`;
 
@@ -162,13 +164,14 @@ export async function performAction(deps: PerformDeps, input: PerformInput, acto
     try {
       await client.query('BEGIN');
       let otpFailure: ActionError | undefined;
-      if (minor) otpFailure = await guardianGate(client, deps, actingUser, input.guardian_otp);
+      if (minor) otpFailure = await guardianGate(client, deps, actingUser, input.guardian_otp, 'The acting user');
       if (otpFailure) {
         // The code sent or the wrong try is kept (committed); nothing else is written.
         await client.query('COMMIT');
         throw otpFailure;
       }
-      const record = await insertAction(client, input, actor, actingOrgId, actingUser?.user_id ?? null, Object.keys(action.statuses!)[0]);
+      const record = await insertAction(client, input, actor, actingOrgId, actingUser?.user_id ?? null, Object.keys(action.statuses!)[0],
+        minor ? [actingUser.user_id] : []);
       await client.query('COMMIT');
       return record;
     } catch (err) {
@@ -234,14 +237,15 @@ async function resolveActingUser(db: Queryable, input: PerformInput, actor: Acto
 }
 
 /**
- * The guardian step for a minor: without a code, sends one to the guardian and refuses with
- * GUARDIAN_OTP_REQUIRED; with a code, consumes it (once) and confirms the guardian.
+ * The guardian step for a minor (`who`: "The acting user", "The target's person" — for the
+ * messages): without a code, sends one to the guardian and refuses with GUARDIAN_OTP_REQUIRED;
+ * with a code, consumes it (once) and confirms the guardian.
  * @returns the refusal to commit and throw, or undefined to go on (in the same transaction).
  */
-async function guardianGate(client: PoolClient, deps: PerformDeps, minor: UserRecord, otp: string | undefined): Promise<ActionError | undefined> {
+async function guardianGate(client: PoolClient, deps: PerformDeps, minor: UserRecord, otp: string | undefined, who: string): Promise<ActionError | undefined> {
   const { rowCount: hasGuardian } = await client.query('SELECT 1 FROM signals.guardians WHERE ward_user_id = $1', [minor.user_id]);
   if (!hasGuardian) {
-    return new ActionError(403, 'GUARDIAN_CONSENT_REQUIRED', 'The acting user is a minor without a guardian: register through POST /api/v1/consent/u18/signup/guardian');
+    return new ActionError(403, 'GUARDIAN_CONSENT_REQUIRED', `${who} is a minor without a guardian: register through POST /api/v1/consent/u18/signup/guardian`);
   }
   if (otp === undefined) {
     try {
@@ -250,7 +254,7 @@ async function guardianGate(client: PoolClient, deps: PerformDeps, minor: UserRe
       if (err instanceof OneTimeCodeError) return new ActionError(429, 'GUARDIAN_OTP_SEND_LIMIT', err.message, { 'Retry-After': String(err.retryAfterSeconds ?? 3600) });
       throw err;
     }
-    return new ActionError(403, 'GUARDIAN_OTP_REQUIRED', "The acting user is a minor: a code was sent to the guardian; repeat the request with guardian_otp");
+    return new ActionError(403, 'GUARDIAN_OTP_REQUIRED', `${who} is a minor: a code was sent to the guardian; repeat the request with guardian_otp`);
   }
   try {
     await consumeCode(client, deps.pii, guardianScope(minor.user_id), otp);
@@ -266,7 +270,9 @@ async function guardianGate(client: PoolClient, deps: PerformDeps, minor: UserRe
 }
 
 /** Inserts the action and its first event; 409 when one is open for (source, target, type). */
-async function insertAction(client: PoolClient, input: PerformInput, actor: Actor, actingOrgId: string | undefined, actingUserId: string | null, status: string): Promise<ActionRecord> {
+async function insertAction(
+  client: PoolClient, input: PerformInput, actor: Actor, actingOrgId: string | undefined, actingUserId: string | null, status: string, guardianCodeUserIds: string[],
+): Promise<ActionRecord> {
   const key = `${input.source_item.item_id}:${input.target_item.item_id}:${input.action_type}`;
   await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 7))', [`action:${key}`]);
   const { rows: open } = await client.query<{ action_id: string }>(
@@ -275,11 +281,11 @@ async function insertAction(client: PoolClient, input: PerformInput, actor: Acto
   if (open[0]) throw new ActionError(409, 'action_already_open', `An open ${input.action_type} action ${open[0].action_id} already relates these items`);
   const { rows } = await client.query<ActionRecord>(
     `INSERT INTO signals.actions (action_type, source_item_id, target_item_id, target_instance_url, action_status, requirements_snapshot,
-       consent, actor, actor_user_id, acting_org_id, acting_as_user_id)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING ${ACTION_COLUMNS}`,
+       consent, actor, actor_user_id, acting_org_id, acting_as_user_id, guardian_code_user_ids)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING ${ACTION_COLUMNS}`,
     [input.action_type, input.source_item.item_id, input.target_item.item_id, input.target_item.item_instance_url, status,
       input.requirements_snapshot ?? null, input.consent ?? null, actorName(actor), actor.kind === 'user' ? actor.userId : null,
-      actingOrgId ?? null, actingUserId && input.acting_as_user_id ? actingUserId : null]);
+      actingOrgId ?? null, actingUserId && input.acting_as_user_id ? actingUserId : null, guardianCodeUserIds]);
   await client.query(
     'INSERT INTO signals.action_events (action_id, from_status, to_status, update_count, actor) VALUES ($1, NULL, $2, 0, $3)',
     [rows[0].action_id, status, actorName(actor)]);
@@ -302,18 +308,51 @@ async function sidesOf(db: Queryable, action: ActionRecord, actor: Actor): Promi
   return { source: await standsFor(db, item(action.source_item_id), actor), target: await standsFor(db, item(action.target_item_id), actor) };
 }
 
+/** A status move: the new status, the update_count read, a note, and the guardian's code when the move reveals a minor's contacts. */
+export interface StatusMove {
+  status: string;
+  updateCount: number;
+  note?: string;
+  guardianOtp?: string;
+}
+
 /**
  * Moves an action to `status` when `updateCount` is its current update_count (optimistic
- * concurrency), along the interaction's declared moves. Only a party moves (never the API key
- * alone); `cancelled` only by the source side while update_count is 0; the status that reveals
- * contacts only by the target side; terminal statuses never move.
+ * concurrency), along the interaction's declared moves, in one transaction. Only a party moves
+ * (never the API key alone); `cancelled` only by the source side while update_count is 0; the
+ * status that reveals contacts only by the target side and, when the target's person is a minor,
+ * with a code from that minor's guardian (`guardianOtp`; without it one is sent and the move is
+ * refused — the code sent or a wrong try is committed, the move is not); terminal statuses never
+ * move. Rule: docs/decisions.md, "Trust II (issue 29)", "A minor's contacts".
  * @throws ActionError 404 `action_not_found`, 400 `unknown_status`, 403 `person_token_required`,
- *   `not_a_party`, `cancel_not_allowed`, `target_side_only`, 409 `stale_update_count`,
- *   `action_terminal`, `transition_not_allowed`, `cancel_too_late`.
+ *   `not_a_party`, `cancel_not_allowed`, `target_side_only`, `GUARDIAN_CONSENT_REQUIRED`,
+ *   `GUARDIAN_OTP_REQUIRED`, `GUARDIAN_OTP_INVALID`, `GUARDIAN_OTP_EXPIRED`, 409
+ *   `stale_update_count`, `action_terminal`, `transition_not_allowed`, `cancel_too_late`, 429
+ *   `GUARDIAN_OTP_SEND_LIMIT`, `GUARDIAN_OTP_TOO_MANY_TRIES`.
  */
-export async function moveActionStatus(
-  client: PoolClient, network: Network, actionId: string, move: { status: string; updateCount: number; note?: string }, actor: Actor,
-): Promise<ActionRecord> {
+export async function moveActionStatus(deps: PerformDeps, actionId: string, move: StatusMove, actor: Actor): Promise<ActionRecord> {
+  const client = await deps.pool.connect();
+  try {
+    await client.query('BEGIN');
+    const moved = await applyMove(client, deps, actionId, move, actor);
+    if (moved instanceof ActionError) {
+      // A guardian refusal: the code sent or the wrong try is kept (committed); the move is not made.
+      await client.query('COMMIT');
+      throw moved;
+    }
+    await client.query('COMMIT');
+    return moved;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+/** `moveActionStatus` inside its transaction: the moved action, or a guardian refusal to commit and throw. */
+async function applyMove(client: PoolClient, deps: PerformDeps, actionId: string, move: StatusMove, actor: Actor): Promise<ActionRecord | ActionError> {
+  const { network } = deps;
   const action = await getAction(client, actionId, true);
   if (!action) throw new ActionError(404, 'action_not_found', `No action ${actionId}`);
   const statuses = network.actions[action.action_type]?.statuses ?? {};
@@ -327,17 +366,29 @@ export async function moveActionStatus(
   if (move.updateCount !== action.update_count) {
     throw new ActionError(409, 'stale_update_count', `update_count is ${action.update_count}, not ${move.updateCount}: read the action again`);
   }
+  const reveals = move.status === network.actions[action.action_type]?.reveals_pii_on_status;
   if (move.status === 'cancelled') {
     if (!sides.source) throw new ActionError(403, 'cancel_not_allowed', 'Only the source side may cancel an action');
     if (action.update_count !== 0) throw new ActionError(409, 'cancel_too_late', 'An action can be cancelled only before its first status change');
-  } else if (move.status === network.actions[action.action_type]?.reveals_pii_on_status && !sides.target) {
+  } else if (reveals && !sides.target) {
     throw new ActionError(403, 'target_side_only', `Only the target side may move the action to ${move.status}, which shares contact details`);
   } else if (!statuses[action.action_status]?.next.includes(move.status)) {
     throw new ActionError(409, 'transition_not_allowed', `${action.action_status} cannot move to ${move.status}; allowed: ${statuses[action.action_status]?.next.join(', ') || 'none'}`);
   }
+  let guardianCodeUserIds = action.guardian_code_user_ids;
+  if (reveals) {
+    // The side saying yes stands for the target's person: a minor says yes with the guardian's code.
+    const targetUserId = await userOfItem(client, action.target_item_id);
+    const target = targetUserId ? await getUser(client, targetUserId) : null;
+    if (target && isMinor(network, target)) {
+      const refusal = await guardianGate(client, deps, target, move.guardianOtp, "The target's person");
+      if (refusal) return refusal;
+      guardianCodeUserIds = [...new Set([...guardianCodeUserIds, target.user_id])];
+    }
+  }
   const { rows } = await client.query<ActionRecord>(
-    `UPDATE signals.actions SET action_status = $2, terminal = $3, update_count = update_count + 1, updated_at = now()
-      WHERE action_id = $1 RETURNING ${ACTION_COLUMNS}`, [actionId, move.status, statuses[move.status].terminal]);
+    `UPDATE signals.actions SET action_status = $2, terminal = $3, update_count = update_count + 1, updated_at = now(), guardian_code_user_ids = $4
+      WHERE action_id = $1 RETURNING ${ACTION_COLUMNS}`, [actionId, move.status, statuses[move.status].terminal, guardianCodeUserIds]);
   await client.query(
     'INSERT INTO signals.action_events (action_id, from_status, to_status, update_count, actor, note) VALUES ($1, $2, $3, $4, $5, $6)',
     [actionId, action.action_status, move.status, rows[0].update_count, actorName(actor), move.note ?? null]);
@@ -357,7 +408,9 @@ export interface ActionEvent {
  * The action as `viewer` sees it: its record, events, the statuses it may move to, whether it has
  * reached the interaction's `reveals_pii_on_status` (`pii_revealed`), and `contacts`: the contact
  * details of both sides' users (decrypted) once revealed and only when `viewer` stands for a side;
- * else null (an API key alone, a third person or aggregator never sees them).
+ * else null (an API key alone, a third person or aggregator never sees them). A side's entry is
+ * null when no user is linked, or when its user is a minor whose guardian gave no code for this
+ * action (`guardian_code_user_ids`; docs/decisions.md, "A minor's contacts").
  */
 export async function actionView(db: Queryable, pii: PiiCrypto, network: Network, action: ActionRecord, viewer: Actor): Promise<Record<string, unknown>> {
   const { rows: events } = await db.query<ActionEvent>(
@@ -375,7 +428,9 @@ export async function actionView(db: Queryable, pii: PiiCrypto, network: Network
     const contactOf = async (itemId: string) => {
       const userId = rows.find((r) => r.item_id === itemId)?.user_id;
       const profile = userId ? await getUserProfile(db, pii, userId) : null;
-      return profile ? { user_id: profile.user_id, name: profile.name, phone: profile.phone, email: profile.email } : null;
+      // A minor's contacts go out only with a code their guardian gave for this action.
+      if (!profile || (isMinor(network, profile) && !action.guardian_code_user_ids.includes(profile.user_id))) return null;
+      return { user_id: profile.user_id, name: profile.name, phone: profile.phone, email: profile.email };
     };
     contacts = { source: await contactOf(action.source_item_id), target: await contactOf(action.target_item_id) };
   }
