@@ -8,7 +8,9 @@
  *   with `org_id`, that organisation approves first (a review link e-mailed to its contact), then
  *   the network admin
  * - `POST /v1/aggregator-registrations/token` the login once approved: exchanges the registrant's
- *   user token for an aggregator token (1 h, role admin); 403 while pending or rejected
+ *   user token for an aggregator token (1 h, role admin); 403 while pending or rejected; an
+ *   aggregator's token → 403 `person_token_required` (else the token handed out here, which names
+ *   the same issuer and subject, would buy the next one forever)
  *
  * Errors in shape C.
  */
@@ -67,6 +69,10 @@ export function aggregatorRegistrationRoutes(ctx: PlatformContext): Router {
 
   router.post('/aggregator-registrations/token', async (req, res) => {
     const identity = await identityOf(req);
+    // The login is the person's: a token with aggregator claims is what this route hands out, not what it takes.
+    if (identity.aggregator) {
+      throw new HttpError(403, `This token is aggregator ${identity.aggregator.aggregator_id}'s, not a person's: log in with the registrant's own token`, { code: 'person_token_required' });
+    }
     const { rows: [row] } = await ctx.pool.query<{ aggregator_id: string; org_id: string; types: string[]; status: string; enabled: boolean }>(
       `SELECT a.aggregator_id, a.org_id, a.types, a.status, u.enabled
          FROM aggregator.users u JOIN aggregator.aggregators a USING (aggregator_id)
@@ -107,7 +113,8 @@ export function aggregatorRegistrationRouteDocs(network: Network): RouteDoc[] {
     {
       method: 'POST', path: '/v1/aggregator-registrations/token', summary: 'Exchange the registrant\'s token for an aggregator token once approved', tags: ['registration'], security: 'bearer',
       responses: { 200: { description: 'An aggregator token (role admin)', schema: z.object({ access_token: z.string(), token_type: z.literal('Bearer'), expires_in: z.int(), aggregator_id: z.uuid() }) } },
-      errors: { 403: 'The registration is pending or rejected', 404: 'This identity has registered no aggregator' },
+      description: 'The bearer token is the registrant\'s (a person\'s: built-in issuer or the OIDC issuer), never an aggregator\'s: an aggregator token is not traded for a new one.',
+      errors: { 403: 'The registration is pending or rejected (`aggregator_not_approved`), or the token is an aggregator\'s (`person_token_required`)', 404: 'This identity has registered no aggregator' },
     },
   ];
 }

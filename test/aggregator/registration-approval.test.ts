@@ -251,6 +251,11 @@ describe('POST /v1/aggregator-registrations/create', () => {
     const asAggregator = await api().post('/v1/aggregator-registrations/create').set('authorization', `Bearer ${token}`).send(aggregatorBody());
     expect(asAggregator.status).toBe(409);
     expectShapeC(asAggregator.body, 'Conflict', 'already_aggregator');
+    // Nor is it the person's login: the token handed out (same issuer and subject) buys no fresh one.
+    const traded = await api().post('/v1/aggregator-registrations/token').set('authorization', `Bearer ${token}`);
+    expect(traded.status).toBe(403);
+    expectShapeC(traded.body, 'Forbidden', 'person_token_required');
+    expect(traded.body.access_token).toBeUndefined();
 
     const { body: link } = await api().post('/v1/links/create').set('authorization', `Bearer ${token}`).send({ domain: 'seeker' });
     const live = await api().post(`/v1/links/${link.link_id}/activate`).set('authorization', `Bearer ${token}`);

@@ -325,7 +325,7 @@ describe('the documents say what the services answer', () => {
     // Registration: organisations are off by default (404); an aggregator's token registers nothing.
     expect((await send(aggregator.post('/v1/orgs/create').send({}))).status).toBe(404);
     expect((await send(aggregator.post('/v1/aggregator-registrations/create').set('authorization', bearer).send({}))).status).toBe(409);
-    expect((await send(aggregator.post('/v1/aggregator-registrations/token').set('authorization', bearer))).status).toBe(404);
+    expect((await send(aggregator.post('/v1/aggregator-registrations/token').set('authorization', bearer))).status).toBe(403);
 
     // Saved mappings, and match and dry run of a pending upload.
     const mapping = await send(aggregator.post('/v1/bulk-uploads/mappings').set('authorization', bearer).send(API_EXAMPLES.saved_mapping as object));
@@ -399,7 +399,7 @@ describe('the documents say what the services answer', () => {
       'aggregator POST /public/v1/aggregators/{orgSlug}/registrations/{slug} 201', 'aggregator POST /public/v1/aggregators/{orgSlug}/registrations/{slug} 409',
       'aggregator POST /public/v1/aggregators/{orgSlug}/registrations/{slug} 400', 'aggregator GET /r/{orgSlug}/{slug} 200', 'aggregator GET /r/{orgSlug}/{slug}/qr.svg 200',
       'aggregator POST /r/{orgSlug}/{slug} 400', 'aggregator POST /r/{orgSlug}/{slug} 201', 'aggregator GET /review/{token} 400', 'aggregator POST /v1/orgs/create 404',
-      'aggregator POST /v1/aggregator-registrations/create 409', 'aggregator POST /v1/aggregator-registrations/token 404',
+      'aggregator POST /v1/aggregator-registrations/create 409', 'aggregator POST /v1/aggregator-registrations/token 403',
       'aggregator POST /v1/bulk-uploads/mappings 201', 'aggregator GET /v1/bulk-uploads/mappings/{id} 200', 'aggregator GET /v1/bulk-uploads/mappings 200',
       'aggregator PUT /v1/bulk-uploads/mappings/{id} 200', 'aggregator DELETE /v1/bulk-uploads/mappings/{id} 204', 'aggregator PUT /v1/bulk-uploads/mappings/{id} 409',
       'aggregator POST /v1/bulk-uploads/{id}/match 200', 'aggregator GET /v1/bulk-uploads/{id}/previews/{previewId} 200', 'aggregator GET /v1/dashboard 200', 'aggregator POST /v1/dashboard/export/profiles 200',
