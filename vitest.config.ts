@@ -12,8 +12,8 @@ export const SERVER_PATH_TESTS = [
   'test/search/search-geo-cells.test.ts',
   'test/search/search-after-bulk.test.ts',
 ];
-/** Tests of the server path alone (pgvector's own index upkeep, roles). */
-const SERVER_ONLY_TESTS = ['test/search/pgvector-server.test.ts'];
+/** Tests of the server path alone (pgvector's own index upkeep, roles; backups through pg_dump of the server's version). */
+const SERVER_ONLY_TESTS = ['test/search/pgvector-server.test.ts', 'test/platform/backup-server.test.ts'];
 
 const server = serverPath();
 

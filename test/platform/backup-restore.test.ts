@@ -16,10 +16,8 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../lib/platform/free-port.ts';
 import { runLdp, spawnLdpUntil, stopChild } from '../helpers/cli.ts';
-import { tempDir } from '../helpers/platform.ts';
-import { until } from '../helpers/until.ts';
-
-const TEXTS = ['electrician', 'tailoring Kaithal', 'computer operator', 'driver with licence', 'plumber Punjab'];
+import { createTestDatabase, tempDir } from '../helpers/platform.ts';
+import { observe, searchSettled, type Observed } from '../helpers/backup.ts';
 
 let root: string;
 const children: ChildProcess[] = [];
@@ -43,55 +41,6 @@ async function ldp(args: string[], env: Record<string, string>, timeoutMs = 120_
   const res = await runLdp(args, env, timeoutMs);
   if (res.code !== 0) throw new Error(`ldp ${args.join(' ')} exited ${res.code}\n${res.stderr}`);
   return res.stdout;
-}
-
-/** What the test compares before the backup and after the restore. */
-interface Observed {
-  searches: { ids: string[]; scores: (number | undefined)[]; total: number }[];
-  phones: Map<string, string>;
-  errorReport: string;
-}
-
-async function observe(urls: Record<string, string>, auth: { token: string; searchKey: string }, participantIds: string[], uploadId: string): Promise<Observed> {
-  const searches = [];
-  for (const text of [...TEXTS, undefined]) {
-    const res = await fetch(`${urls.search}/v1/search`, {
-      method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': auth.searchKey },
-      body: JSON.stringify({
-        context: { messageId: randomBytes(4).toString('hex'), networkId: 'local-discovery', domain: 'seeker', itemType: 'seeker_profile' },
-        message: { intent: text ? { textSearch: text } : {}, pagination: { limit: 50 } },
-      }),
-    });
-    expect(res.status).toBe(200);
-    const body = await res.json() as { message: { items: { item_id: string; score?: number }[]; meta: { total: number } } };
-    searches.push({ ids: body.message.items.map((i) => i.item_id), scores: body.message.items.map((i) => i.score), total: body.message.meta.total });
-  }
-  const exported = await fetch(`${urls.aggregator}/v1/dashboard/export/profiles`, {
-    method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${auth.token}` },
-    body: JSON.stringify({ item_ids: participantIds }),
-  });
-  expect(exported.status).toBe(200);
-  const [header, ...rows] = parse((await exported.text()).replace(/^\uFEFF/, '')) as string[][];
-  const phones = new Map(rows.map((r) => [r[header.indexOf('participant_id')], r[header.indexOf('phone')]]));
-  const report = await fetch(`${urls.aggregator}/v1/bulk-uploads/${uploadId}/errors`, { headers: { authorization: `Bearer ${auth.token}` } });
-  expect(report.status).toBe(200);
-  return { searches, phones, errorReport: await report.text() };
-}
-
-/** Waits until the search service's vector index is ready and holds every indexed item. */
-async function searchSettled(searchUrl: string, databaseUrl: string, expected: number): Promise<void> {
-  const client = new pg.Client({ connectionString: databaseUrl });
-  await client.connect();
-  try {
-    await until('every participant indexed', async () => (await client.query('SELECT count(*)::int AS n FROM search.items')).rows[0].n === expected, 60_000);
-    const { rows: [seq] } = await client.query('SELECT max(change_seq)::int AS n FROM search.items');
-    await until('the vector index ready', async () => {
-      const { checks } = await (await fetch(`${searchUrl}/ready`)).json() as { checks: { vector_backend: { state: string; cursor?: number } } };
-      return checks.vector_backend.state === 'ready' && (checks.vector_backend.cursor ?? 0) >= seq.n;
-    }, 120_000);
-  } finally {
-    await client.end();
-  }
 }
 
 afterAll(async () => {
@@ -218,4 +167,22 @@ describe('ldp backup and ldp restore on the embedded default', () => {
     expect(registered.status, await registered.clone().text()).toBe(201);
     expect(await stopChild(r.child)).toBe(0);
   }, 300_000);
+});
+
+describe('ldp backup against DATABASE_URL', () => {
+  it('refuses a pg_dump older than the server, naming what to install', async () => {
+    // Debian 12's pg_dump is 15 (.ci/run installs it); the test server is the embedded 17.
+    const debian = '/usr/lib/postgresql/15/bin';
+    const dir = await tempDir('ldp-backup-old-');
+    try {
+      const res = await runLdp(['backup', '--out', path.join(dir, 'b'), '--pg-bin', existsSync(path.join(debian, 'pg_dump')) ? debian : dir],
+        { DATA_DIR: dir, DATABASE_URL: await createTestDatabase() });
+      expect(res.code).toBe(1);
+      expect(res.stderr).toContain('pg_dump 17 or newer is needed for PostgreSQL 17');
+      expect(res.stderr).toContain('install postgresql-client-17');
+      if (existsSync(path.join(debian, 'pg_dump'))) expect(res.stderr).toMatch(/found: pg_dump \(PostgreSQL\) 15\.\d+/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });
