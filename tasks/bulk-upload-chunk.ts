@@ -24,9 +24,10 @@
  * counters commit together, after every push succeeded. A failed push throws: the transaction
  * rolls back and graphile-worker retries the chunk. Participant ids derive from upload id and row
  * number, so the retry pushes the very same items again (signals answers `unchanged`) and nothing
- * is created or counted twice. An update locks its participant and compares with what is stored
- * in the same transaction, so a retried chunk finds the same changes, and two uploads changing one
- * participant apply in turn, the later over the earlier.
+ * is created or counted twice. An update compares with what is stored and is written only if the
+ * participant still holds what it compared with (else the chunk rolls back and is retried), so a
+ * retried chunk finds the same changes, and two uploads changing one participant apply in turn,
+ * the later over the earlier.
  */
 import type { Task } from 'graphile-worker';
 import { withReportColumnsIgnored, type SealedRow } from '../lib/aggregator/bulk/error-report.ts';
@@ -223,7 +224,7 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
      * writes the changed ones; answers the participants to create and those changed.
      */
     const planAndUpdate = async (coerced: { rowNumber: number; cells: string[]; participant: CoercedParticipant }[]) => {
-      const plans = await planRows(client, ctx.pii, plan!, coerced.map((c) => ({ participant: c.participant, keys: participantKeys(ctx.pii, c.participant) })), true);
+      const plans = await planRows(client, ctx.pii, plan!, coerced.map((c) => ({ participant: c.participant, keys: participantKeys(ctx.pii, c.participant) })));
       const candidates: Candidate[] = [];
       const changed: Candidate[] = [];
       const backfill: { participantId: string; hash: Buffer }[] = [];
@@ -247,6 +248,7 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
       await backfillContentHashes(client, backfill);
       await updateParticipants(client, ctx.pii, scope, changed.map((c) => ({
         participantId: c.participantId, participant: c.participant, keys: c.keys, contentHash: c.contentHash!, resume: c.update!.resume,
+        expectedHash: c.update!.stored.content_hash,
       })));
       return { candidates, changed };
     };

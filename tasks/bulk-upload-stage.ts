@@ -36,7 +36,7 @@ import { withTransaction } from '../lib/platform/db.ts';
 import { sealJson } from '../lib/aggregator/bulk/sealed.ts';
 import { enqueue, enqueueMany } from '../lib/platform/jobs.ts';
 import { createRepeatTracker, type Repeat } from '../lib/aggregator/bulk/duplicates.ts';
-import { findMatches, participantsNotHeld, resumable } from '../lib/aggregator/bulk/upsert.ts';
+import { findMatches, participantsNotHeld, refreshParticipantStatistics, resumable } from '../lib/aggregator/bulk/upsert.ts';
 import { contentHash, participantKeys, type ParticipantKeys } from '../lib/aggregator/participants.ts';
 import type { PiiCrypto } from '../lib/platform/crypto.ts';
 import type { Domain } from '../lib/network/config.ts';
@@ -61,6 +61,7 @@ export function bulkUploadStage(ctx: PlatformContext): Task {
 
     const chunkRows = ctx.config.BULK_UPLOAD_CHUNK_ROWS;
     const repeatsOf = createRepeatTracker(domain);
+    if (job.mode !== 'create') await refreshParticipantStatistics(ctx.pool);
     const settle = job.mode === 'create' ? undefined : createUnchangedFilter(ctx.pool, ctx.pii, job.aggregator_id, domain, job.sync);
     let chunks = 0;
     let total = 0;
@@ -194,7 +195,7 @@ export function createUnchangedFilter(pool: Pool, pii: PiiCrypto, aggregatorId: 
 
   return {
     async offer(row: StagedRow, keys: RowKeys | undefined, profile: Record<string, unknown> | undefined): Promise<StagedRow[]> {
-      batch.push(keys ? { row, keys: participantKeys(pii, keys), hash: profile ? contentHash(pii, profile) : undefined } : { row });
+      batch.push(keys ? { row, keys: participantKeys(pii, keys), hash: profile ? contentHash(pii, domain, profile) : undefined } : { row });
       if (batch.length < LOOKUP_ROWS) return [];
       flush();
       return inFlight.length > LOOKUPS_IN_FLIGHT ? inFlight.shift()! : [];

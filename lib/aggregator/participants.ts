@@ -25,13 +25,26 @@ export function bulkParticipantIds(uploadId: string): (rowNumber: number) => str
   return (rowNumber) => uuidv5(String(rowNumber), namespace);
 }
 
+/** Per domain: its fields' names as JSON object keys (`"name":`), in schema order, for `contentHash`. */
+const canonicalKeys = new WeakMap<Domain, { name: string; key: string }[]>();
+
 /**
- * The content hash of a participant's profile (identity fields included): HMAC-SHA-256 under the
- * PII blind-index key of its JSON with the keys sorted, so equal profiles hash equal whatever the
- * column order, and the hash reveals nothing of a phone to whoever reads the table.
+ * The content hash of a participant's `profile` of `domain` (identity fields included):
+ * HMAC-SHA-256 under the PII blind-index key of its JSON with the fields in schema order, so equal
+ * profiles hash equal whatever the file's column order, and the hash reveals nothing of a phone to
+ * whoever reads the table. Built field by field (no sorted copy, no JSON.stringify replacer: this
+ * runs for every row of every upload). Fields the schema does not have are not part of a profile.
  */
-export function contentHash(pii: PiiCrypto, profile: Record<string, unknown>): Buffer {
-  return pii.blindIndex('participant-content', JSON.stringify(profile, Object.keys(profile).sort()));
+export function contentHash(pii: PiiCrypto, domain: Domain, profile: Record<string, unknown>): Buffer {
+  let keys = canonicalKeys.get(domain);
+  if (!keys) canonicalKeys.set(domain, keys = domain.fields.map((f) => ({ name: f.name, key: `${JSON.stringify(f.name)}:` })));
+  let text = '{';
+  for (const { name, key } of keys) {
+    const value = profile[name];
+    if (value === undefined) continue;
+    text += `${text.length > 1 ? ',' : ''}${key}${typeof value === 'number' ? String(value) : JSON.stringify(value)}`;
+  }
+  return pii.blindIndex('participant-content', `${text}}`);
 }
 
 /** The keys that make two participants of one aggregator the same participant. */
@@ -141,7 +154,7 @@ export async function insertParticipants(
     external_id: keys.externalId ?? null,
     profile: without(p.profile, identityFields),
     locations: p.locations,
-    content_hash: contentHash(pii, p.profile).toString('hex'),
+    content_hash: contentHash(pii, scope.domain, p.profile).toString('hex'),
     lifecycle_status: lifecycleStatus ?? null,
     bulk_upload_id: bulkUploadId ?? null,
     row_number: rowNumber ?? null,
@@ -171,20 +184,33 @@ export interface ParticipantUpdate {
   contentHash: Buffer;
   /** Made live again: the pause of a sync upload is lifted (the status itself is recorded from signals' answer). */
   resume: boolean;
+  /** The content hash the participant held when it was compared (null: stored before hashes were kept). */
+  expectedHash: Buffer | null;
+}
+
+/** A participant changed by someone else since an update compared it: the caller's transaction must roll back and try again. */
+export class ParticipantChangedError extends Error {
+  name = 'ParticipantChangedError';
 }
 
 /**
  * Writes `updates` of one aggregator's participants in one statement, in the caller's
  * transaction: identity re-encrypted with `pii`, blind indexes, profile, locations, content hash;
- * `paused_by_upload_id` cleared when resumed. The caller holds their row locks (`findMatches` with
- * `lock`) and has checked that no other participant holds their keys; a concurrent taker makes
- * the statement fail (unique index), and the caller's transaction with it.
+ * `paused_by_upload_id` cleared when resumed. Optimistic: each is written only if the participant
+ * still holds `expectedHash` (the content it was compared with). A participant another
+ * transaction changed meanwhile (it waits for that one to end, then finds the hash changed) is
+ * not written, and the whole call throws, so that the caller's transaction rolls back and its
+ * rows are compared again with what is stored now — never a stale value written over a newer one,
+ * and no row lock taken for reading (a lock is a write of every row read). The caller has checked
+ * that no other participant holds their keys; a concurrent taker makes the statement fail
+ * (unique index), and the caller's transaction with it.
+ * @throws ParticipantChangedError
  */
 export async function updateParticipants(client: PoolClient, pii: PiiCrypto, scope: { aggregatorId: string; domain: Domain }, updates: ParticipantUpdate[]): Promise<void> {
   if (updates.length === 0) return;
   const identityFields = fieldNames(scope.domain, 'identity');
   const enc = (v: string | undefined) => (v === undefined ? null : pii.encrypt(v));
-  await writeParticipants(client, scope.aggregatorId, updates.map(({ participantId, participant: p, keys, contentHash: hash, resume }) => ({
+  const written = await writeParticipants(client, scope.aggregatorId, updates.map(({ participantId, participant: p, keys, contentHash: hash, resume, expectedHash }) => ({
     participant_id: participantId,
     name_encrypted: enc(p.identity.name),
     phone_encrypted: enc(p.identity.phone),
@@ -196,7 +222,11 @@ export async function updateParticipants(client: PoolClient, pii: PiiCrypto, sco
     locations: p.locations,
     content_hash: hash.toString('hex'),
     resume,
+    expected_hash: expectedHash?.toString('hex') ?? null,
   })));
+  if (written !== updates.length) {
+    throw new ParticipantChangedError(`${updates.length - written} of ${updates.length} participants changed since they were compared; the rows are compared again`);
+  }
 }
 
 /** The columns of a participant an update writes, as stored (ciphertexts, hex of the blind indexes and hash). */
@@ -213,23 +243,30 @@ export interface StoredColumns {
   content_hash: string | null;
   /** Clears paused_by_upload_id. */
   resume: boolean;
+  /** When given (hex, or null for none), the row is written only if it still holds this content hash. */
+  expected_hash?: string | null;
 }
 
 /**
- * Writes participants' columns back as they were read (`rows`), in the caller's transaction: an
- * update that signals refused is undone so.
+ * Writes participants' columns (`rows`, as stored: an update, or an update that signals refused
+ * undone by writing back what was read), in the caller's transaction. A row with `expected_hash`
+ * is written only if the participant still holds it.
+ * @returns how many rows were written.
  */
-export async function writeParticipants(client: PoolClient, aggregatorId: string, rows: StoredColumns[]): Promise<void> {
-  if (rows.length === 0) return;
-  await client.query(
+export async function writeParticipants(client: PoolClient, aggregatorId: string, rows: StoredColumns[]): Promise<number> {
+  if (rows.length === 0) return 0;
+  const { rowCount } = await client.query(
     `UPDATE aggregator.participants AS p SET name_encrypted = x.name_encrypted, phone_encrypted = x.phone_encrypted,
             email_encrypted = x.email_encrypted, phone_index = decode(x.phone_index, 'hex'), email_index = decode(x.email_index, 'hex'),
             external_id = x.external_id, profile = x.profile, locations = x.locations, content_hash = decode(x.content_hash, 'hex'),
             paused_by_upload_id = CASE WHEN x.resume THEN NULL ELSE p.paused_by_upload_id END, updated_at = now()
        FROM json_to_recordset($1::json) AS x(participant_id uuid, name_encrypted text, phone_encrypted text, email_encrypted text,
-         phone_index text, email_index text, external_id text, profile jsonb, locations jsonb, content_hash text, resume boolean)
-      WHERE p.participant_id = x.participant_id AND p.aggregator_id = $2`,
-    [JSON.stringify(rows), aggregatorId]);
+         phone_index text, email_index text, external_id text, profile jsonb, locations jsonb, content_hash text, resume boolean,
+         expected_hash text)
+      WHERE p.participant_id = x.participant_id AND p.aggregator_id = $2
+        AND (NOT $3 OR p.content_hash IS NOT DISTINCT FROM decode(x.expected_hash, 'hex'))`,
+    [JSON.stringify(rows), aggregatorId, rows.some((r) => r.expected_hash !== undefined)]);
+  return rowCount ?? 0;
 }
 
 /** Records the content hash of participants stored before content hashes were kept (an unchanged row's only write). */

@@ -13,6 +13,9 @@ import { createUpload, csv, errorReport, participantsOf, startUpload, waitForJob
 import { startTestPlatform, type TestAggregator, type TestPlatform } from '../helpers/platform.ts';
 import { until } from '../helpers/until.ts';
 import { runLdp } from '../helpers/cli.ts';
+import { participantKeys, ParticipantChangedError, updateParticipants } from '../../lib/aggregator/participants.ts';
+import { participantOf } from '../../lib/aggregator/bulk/row-coercion.ts';
+import { withTransaction } from '../../lib/platform/db.ts';
 
 let platform: TestPlatform;
 let searchKey: string;
@@ -342,5 +345,30 @@ describe('ldp upload --mode upsert --sync', () => {
     expect(real.stdout).toContain('completed: 8 rows — 8 passed, 0 failed, 0 skipped');
     expect(real.stdout).toContain('passed: 1 created, 1 updated, 6 unchanged; paused: 1');
     expect((await byExternalId(agg)).get('F-8')!.lifecycle_status).toBe('paused');
+  });
+});
+
+describe('an update written over a participant that changed since it was compared', () => {
+  it('is refused as a whole (the chunk rolls back and compares again), never written over the newer value', async () => {
+    const agg = await platform.aggregator({ types: ['provider'] });
+    await run(agg, [facility(1)]);
+    const stored = (await byExternalId(agg)).get('F-1')!;
+    const domain = platform.ctx.network.domains.get('provider')!;
+    const participant = participantOf(domain, { ...stored.profile, name: 'Facility 1', external_id: 'F-1', locality: 'Stale' });
+    const update = {
+      participantId: stored.participant_id, participant, keys: participantKeys(platform.ctx.pii, participant),
+      contentHash: Buffer.alloc(32, 1), resume: false, expectedHash: stored.content_hash as Buffer,
+    };
+    // Another upload changed it meanwhile.
+    const newer = await run(agg, [facility(1, 'Newer')], { mode: 'upsert' });
+    expect(newer.updated).toBe(1);
+    await expect(withTransaction(platform.ctx.pool, (client) => updateParticipants(client, platform.ctx.pii, { aggregatorId: agg.aggregatorId, domain }, [update])))
+      .rejects.toThrow(ParticipantChangedError);
+    expect((await byExternalId(agg)).get('F-1')!.profile.locality).toBe('Newer');
+    // Compared with what is stored now, it is written.
+    const current = (await byExternalId(agg)).get('F-1')!;
+    await withTransaction(platform.ctx.pool, (client) => updateParticipants(client, platform.ctx.pii, { aggregatorId: agg.aggregatorId, domain },
+      [{ ...update, expectedHash: current.content_hash }]));
+    expect((await byExternalId(agg)).get('F-1')!.profile.locality).toBe('Stale');
   });
 });

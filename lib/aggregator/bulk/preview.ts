@@ -24,7 +24,7 @@ import type { PiiCrypto } from '../../platform/crypto.ts';
 import type { Domain, Network } from '../../network/config.ts';
 import { contentHash, findRegistered, participantKeys, type ParticipantKeys } from '../participants.ts';
 import {
-  findMatches, mappedFields, participantsNotHeld, planRows, shownValue, type KeyedRow, type PlanScope, type RowOutcomeKind,
+  findMatches, mappedFields, participantsNotHeld, planRows, refreshParticipantStatistics, shownValue, type KeyedRow, type PlanScope, type RowOutcomeKind,
 } from './upsert.ts';
 import { createRepeatTracker, registeredReasons, repeatReasons } from './duplicates.ts';
 import { withReportColumnsIgnored } from './error-report.ts';
@@ -156,6 +156,7 @@ const PAUSE_LISTED = 50;
 /** The dry run of an upsert or update job over its whole file (see the module comment). */
 async function previewChanges(deps: { db: Queryable; pii: PiiCrypto; network: Network; limits?: TableLimits }, job: BulkUploadRecord, domain: Domain,
   limit: number, open: () => Promise<Readable>): Promise<PreviewResult> {
+  await refreshParticipantStatistics(deps.db);
   const counts = { created: 0, updated: 0, unchanged: 0, failed: 0, skipped: 0, passed: 0 };
   const result: PreviewResult = {
     rows_read: 0, counts, rows: [], headers: [], ignored_columns: [], encoding: null, sheet: null, file_problem: null, whole_file: true,
@@ -181,7 +182,7 @@ async function previewChanges(deps: { db: Queryable; pii: PiiCrypto; network: Ne
     let batch: { rowNumber: number; keyed?: KeyedRow; holds?: ParticipantKeys; settled?: PreviewRow }[] = [];
     const planBatch = async () => {
       const planned = batch.filter((b) => b.keyed);
-      const plans = await planRows(deps.db, deps.pii, scope, planned.map((b) => b.keyed!), false);
+      const plans = await planRows(deps.db, deps.pii, scope, planned.map((b) => b.keyed!));
       if (job.sync) {
         // Failed and repeated rows still hold the participants their keys name.
         const holding = batch.filter((b) => b.holds);
@@ -218,7 +219,7 @@ async function previewChanges(deps: { db: Queryable; pii: PiiCrypto; network: Ne
       else if (!outcome.ok) batch.push({ rowNumber, holds: keysOf(outcome.keys), settled: { row_number: rowNumber, outcome: 'failed', errors: outcome.errors } });
       else {
         const keys = participantKeys(deps.pii, outcome.participant);
-        batch.push({ rowNumber, keyed: { participant: outcome.participant, keys, hash: contentHash(deps.pii, outcome.participant.profile) } });
+        batch.push({ rowNumber, keyed: { participant: outcome.participant, keys, hash: contentHash(deps.pii, domain, outcome.participant.profile) } });
       }
       if (batch.length === PLAN_ROWS) await planBatch();
     }
