@@ -3,11 +3,12 @@
  * of DATABASE_URL), and its restore into a fresh DATA_DIR or an empty database
  * (lib/platform/backup.ts; docs/operations.md, "Backup and restore").
  */
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Config } from '../../lib/platform/config.ts';
 import {
-  BackupError, createBackup, piiKeyFingerprint, readManifest, restoreBackup, targetProblems, verifyBackup,
+  assertBackupOut, BackupError, createBackup, piiKeyFingerprint, readManifest, restoreBackup, targetProblems, verifyBackup,
 } from '../../lib/platform/backup.ts';
 import { createStorage } from '../../lib/platform/storage.ts';
 import { CliError, cliConfig } from '../command-context.ts';
@@ -43,12 +44,18 @@ export async function backup(opts: { out: string; pgBin?: string }): Promise<voi
   const { config, logger } = cliConfig();
   const out = path.resolve(opts.out);
   await cli(async () => {
+    const clusterDir = config.DATABASE_URL ? undefined : path.join(config.dataDirPath, 'postgres');
+    if (clusterDir && !existsSync(path.join(clusterDir, 'PG_VERSION'))) {
+      throw new CliError(`there is no instance in ${config.dataDirPath} (no ${clusterDir}): set DATA_DIR to the instance's, or DATABASE_URL for a server`);
+    }
+    await assertBackupOut(out, [clusterDir, config.S3_ENDPOINT ? undefined : path.join(config.dataDirPath, 'objects'), path.join(config.dataDirPath, 'keys')]
+      .filter((dir): dir is string => dir !== undefined));
     const db = await openDatabase(config, logger);
     try {
       const keysDir = path.join(config.dataDirPath, 'keys');
       const piiKey = config.PII_KEY ?? await readFile(path.join(keysDir, 'pii.key'), 'utf8').catch(() => undefined);
       const manifest = await createBackup({
-        out, databaseUrl: db.url, clusterDir: config.DATABASE_URL ? undefined : path.join(config.dataDirPath, 'postgres'),
+        out, databaseUrl: db.url, clusterDir,
         storage: await createStorage(config), keysDir, keysFromEnvironment: keysFromEnvironment(config), piiKey,
         platformVersion: await platformVersion(), pgBinDir: opts.pgBin, log: say,
       });

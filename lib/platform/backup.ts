@@ -288,13 +288,26 @@ async function emptyOrAbsent(dir: string): Promise<boolean> {
 }
 
 /**
+ * Refuses a backup directory that is not new or empty, or that lies inside what is copied.
+ * @throws BackupError
+ */
+export async function assertBackupOut(out: string, copied: string[] = []): Promise<void> {
+  const inside = copied.find((dir) => {
+    const rel = path.relative(dir, out);
+    return rel !== '..' && !rel.startsWith(`..${path.sep}`) && !path.isAbsolute(rel);
+  });
+  if (inside) throw new BackupError(`${out} is inside ${inside}, which the backup copies: choose a directory elsewhere`);
+  if (!(await emptyOrAbsent(out))) throw new BackupError(`${out} is not empty: a backup goes into a new or empty directory`);
+}
+
+/**
  * Writes a backup of the instance into `options.out`: the database, then the objects, then the
  * keys, then the manifest.
  * @throws BackupError when `out` is not empty, no matching pg_dump is found or PostgreSQL refuses
  */
 export async function createBackup(options: BackupOptions): Promise<BackupManifest> {
   const { out, log = () => {} } = options;
-  if (!(await emptyOrAbsent(out))) throw new BackupError(`${out} is not empty: a backup goes into a new or empty directory`);
+  await assertBackupOut(out);
   await mkdirPrivate(out);
   const files: BackupFile[] = [];
   const client = new pg.Client({ connectionString: options.databaseUrl, application_name: 'ldp-backup' });

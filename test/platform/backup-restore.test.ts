@@ -114,6 +114,17 @@ describe('ldp backup and ldp restore on the embedded default', () => {
     for (const f of manifest.files) expect(f).toEqual({ path: expect.any(String), size: expect.any(Number), sha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
   });
 
+  it('backs up only an instance, into a new or empty directory', async () => {
+    const again = await runLdp(['backup', '--out', backupDir], { DATA_DIR: envA.DATA_DIR });
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain(`${backupDir} is not empty`);
+    const nowhere = path.join(root, 'no-instance');
+    const none = await runLdp(['backup', '--out', path.join(root, 'unused')], { DATA_DIR: nowhere });
+    expect(none.code).toBe(1);
+    expect(none.stderr).toContain(`there is no instance in ${nowhere}`);
+    expect(existsSync(nowhere)).toBe(false);
+  });
+
   it('refuses a target that is not empty, a corrupted file and a different PII key, writing nothing', async () => {
     const intoA = await runLdp(['restore', backupDir], { DATA_DIR: envA.DATA_DIR, EMBEDDED_POSTGRES_PORT: envA.EMBEDDED_POSTGRES_PORT });
     expect(intoA.code).toBe(1);

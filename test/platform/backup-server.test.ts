@@ -1,11 +1,15 @@
 /**
  * Backups that restore on the server path (issue 31; the `pgvector-server` project, vitest.config.ts):
- * an instance on DATABASE_URL (PostgreSQL with pgvector) is backed up by `ldp backup` with a pg_dump
- * of the server's version while it runs, and restored by `ldp restore` into an empty database and a
- * fresh DATA_DIR; `ldp start` there answers the same searches, exports the same phones, serves the
- * same error report and registers through the same link. A database with tables is refused.
+ * an instance on DATABASE_URL (PostgreSQL with pgvector) with its objects in S3 (s3rver, in-process),
+ * as docker-compose runs it, is backed up by `ldp backup` with a pg_dump of the server's version
+ * while it runs, and restored by `ldp restore` into an empty database, an empty bucket and a fresh
+ * DATA_DIR; `ldp start` there answers the same searches, exports the same phones, serves the same
+ * error report and registers through the same link. A database with tables and a bucket with
+ * objects are refused.
  */
 import type { ChildProcess } from 'node:child_process';
+import type { AddressInfo } from 'node:net';
+import { createRequire } from 'node:module';
 import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import request from 'supertest';
@@ -17,7 +21,11 @@ import { csv, onboard } from '../helpers/bulk-upload.ts';
 import { runLdp, spawnLdpUntil, stopChild } from '../helpers/cli.ts';
 import { createTestDatabase, startTestPlatform, tempDir, type TestAggregator, type TestPlatform } from '../helpers/platform.ts';
 
-const ENV = { EMBEDDING_PROVIDER: 'hashing', SEARCH_TEXT_SIMILARITY_THRESHOLD: '0.2' };
+// s3rver ships no type declarations: the part of its API used here.
+const S3rver = createRequire(import.meta.url)('s3rver') as new (options: Record<string, unknown>) => { run(): Promise<AddressInfo>; close(): Promise<void> };
+let s3: InstanceType<typeof S3rver>;
+/** The configuration of both instances; S3_* set once s3rver runs (its only credentials are S3RVER). */
+const ENV: Record<string, string> = { EMBEDDING_PROVIDER: 'hashing', SEARCH_TEXT_SIMILARITY_THRESHOLD: '0.2', S3_ACCESS_KEY: 'S3RVER', S3_SECRET_KEY: 'S3RVER' };
 
 let platform: TestPlatform;
 let root: string;
@@ -32,7 +40,10 @@ let before: Observed;
 
 beforeAll(async () => {
   root = await tempDir('ldp-backup-server-');
+  s3 = new S3rver({ address: '127.0.0.1', port: 0, silent: true, directory: path.join(root, 's3') });
+  ENV.S3_ENDPOINT = `http://127.0.0.1:${(await s3.run()).port}`;
   platform = await startTestPlatform({ worker: true, env: ENV });
+  expect(platform.ctx.storage.location).toBe(`s3:${ENV.S3_ENDPOINT}/ldp`);
   agg = await platform.aggregator({ types: ['seeker'] });
   searchKey = await platform.apiKey('search');
   const rows = [...generateSeekers({ count: 200, seed: 31, errorRate: 0.1, duplicateRate: 0.02, places: BUILT_IN_PLACES })];
@@ -54,26 +65,30 @@ beforeAll(async () => {
 afterAll(async () => {
   if (child) await stopChild(child);
   await platform?.stop();
+  await s3?.close();
   if (root) await rm(root, { recursive: true, force: true });
 });
 
 describe('ldp backup and ldp restore against DATABASE_URL', () => {
-  it('backs up with pg_dump while it runs, refuses a database with tables, restores into an empty one', async () => {
+  it('backs up with pg_dump while it runs, refuses a database with tables and a bucket with objects, restores into empty ones', async () => {
     const backupDir = path.join(root, 'backup');
     const made = await runLdp(['backup', '--out', backupDir], { ...ENV, DATA_DIR: platform.dataDir, DATABASE_URL: platform.databaseUrl }, 180_000);
     expect(made.code, made.stderr).toBe(0);
     const manifest = JSON.parse(await readFile(path.join(backupDir, 'manifest.json'), 'utf8'));
     expect(manifest.database).toEqual({ method: 'pg_dump', tool: expect.stringMatching(/^pg_dump \(PostgreSQL\) \d+/) });
     expect(manifest.files.map((f: { path: string }) => f.path)).toContain('database/ldp.dump');
+    // The uploaded file and its error report, from the bucket.
+    expect(manifest.objects).toEqual({ source: `s3:${ENV.S3_ENDPOINT}/ldp`, count: 2, bytes: expect.any(Number) });
 
     const freshDir = path.join(root, 'restored');
     const full = await runLdp(['restore', backupDir], { ...ENV, DATA_DIR: freshDir, DATABASE_URL: platform.databaseUrl });
     expect(full.code).toBe(1);
     expect(full.stderr).toMatch(/the database of DATABASE_URL is not empty: it has tables \(\w+\.\w+/);
+    expect(full.stderr).toMatch(/the object storage \(s3:\S+\/ldp\) is not empty: it holds \S+/);
 
     const empty = await createTestDatabase({ empty: true });
     const env = {
-      ...ENV, DATA_DIR: freshDir, DATABASE_URL: empty,
+      ...ENV, DATA_DIR: freshDir, DATABASE_URL: empty, S3_BUCKET: 'restored',
       SIGNALS_PORT: String(await freePort()), AGGREGATOR_PORT: String(await freePort()), SEARCH_PORT: String(await freePort()),
     };
     const restored = await runLdp(['restore', backupDir], env, 180_000);
