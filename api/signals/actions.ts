@@ -41,11 +41,26 @@ export const statusSchema = z.strictObject({
 });
 export const actionIdParam = z.object({ id: z.uuid() });
 
-/** The actor of a request: its person (session or bearer) when present, else its API key. */
-async function actorOf(ctx: PlatformContext, req: Request, res: Response): Promise<Actor> {
+/**
+ * The roles of an aggregator's token that act on actions and see their contacts. A viewer only
+ * reads, as on the aggregator service, which keeps decrypted contacts from viewers
+ * (docs/decisions.md, "Foundation" and "Actors and routes").
+ */
+const ACTING_ROLES = ['admin', 'operator'];
+
+/**
+ * The actor of a request: its person (session or bearer) when present, else its API key. An
+ * aggregator's token without an acting role stands for no side: it reads as the API key alone
+ * (no contacts) and, for a perform or a move (`acting`), is refused.
+ * @throws ActionError 403 `insufficient_role`; HttpError 401 for a bad token or a stale session cookie
+ */
+async function actorOf(ctx: PlatformContext, req: Request, res: Response, acting: boolean): Promise<Actor> {
   const who = await identify(ctx, req, { strictCookie: true });
   if (who?.kind === 'user') return { kind: 'user', userId: who.userId };
-  if (who?.kind === 'aggregator') return { kind: 'aggregator', aggregatorId: who.aggregatorId, orgId: who.orgId };
+  if (who?.kind === 'aggregator') {
+    if (who.roles.some((r) => ACTING_ROLES.includes(r))) return { kind: 'aggregator', aggregatorId: who.aggregatorId, orgId: who.orgId };
+    if (acting) throw new ActionError(403, 'insufficient_role', `An aggregator acts on actions with one of the roles ${ACTING_ROLES.join(', ')}; a viewer only reads them`);
+  }
   return { kind: 'api_key', keyId: (res.locals.apiKey as { keyId: string }).keyId };
 }
 
@@ -57,8 +72,8 @@ export function actionRoutes(ctx: PlatformContext): Router {
   router.post('/action/perform', async (req, res) => {
     const input = parse(performSchema, req.body);
     const orgHeader = req.header('x-acting-org-id');
-    const actor = await actorOf(ctx, req, res);
     try {
+      const actor = await actorOf(ctx, req, res, true);
       const action = await performAction(ctx, input, actor, orgHeader === undefined || orgHeader === '' ? undefined : orgHeader);
       res.status(201).json({
         results: [{
@@ -81,7 +96,7 @@ export function actionRoutes(ctx: PlatformContext): Router {
   router.post('/action/:id/status', async (req, res) => {
     const { id } = parse(actionIdParam, req.params, 'path');
     const body = parse(statusSchema, req.body);
-    const actor = await actorOf(ctx, req, res);
+    const actor = await actorOf(ctx, req, res, true).catch((err) => { throw asHttp(err); });
     const action = await moveActionStatus(ctx, id, {
       status: body.action_status, updateCount: body.update_count, note: body.note, guardianOtp: body.guardian_otp,
     }, actor).catch((err) => { throw asHttp(err); });
@@ -90,7 +105,7 @@ export function actionRoutes(ctx: PlatformContext): Router {
 
   router.get('/action/:id', async (req, res) => {
     const { id } = parse(actionIdParam, req.params, 'path');
-    const actor = await actorOf(ctx, req, res);
+    const actor = await actorOf(ctx, req, res, false);
     const action = await getAction(ctx.pool, id);
     if (!action) throw new HttpError(404, `No action ${id}`, { code: 'action_not_found' });
     res.json(await actionView(ctx.pool, ctx.pii, ctx.network, action, actor));
@@ -116,7 +131,8 @@ const actionViewSchema = z.looseObject({
 const refusal = (description: string) => ({ description, schema: refusedSchema });
 const actingHeaders = z.object({ 'x-acting-org-id': z.string().optional().meta({ description: 'the organisation an aggregator acts for' }) });
 const actorNote = 'Besides the API key, a person\'s session cookie or `Authorization: Bearer <JWT>` of a person or an aggregator makes them the actor; '
-  + 'an aggregator stands for the items and people it onboarded. The API key alone stands for no party: it performs and moves nothing (403 `person_token_required`) and never sees contacts.';
+  + 'an aggregator stands for the items and people it onboarded. The API key alone stands for no party: it performs and moves nothing (403 `person_token_required`) and never sees contacts. '
+  + 'An aggregator\'s token acts with role admin or operator; a viewer\'s reads as the API key alone and performs and moves nothing (403 `insufficient_role`).';
 
 /** Docs of `actionRoutes`. */
 export const actionRouteDocs: RouteDoc[] = [
@@ -127,7 +143,7 @@ export const actionRouteDocs: RouteDoc[] = [
     responses: {
       201: { description: 'Performed', schema: z.object({ results: z.array(performResultSchema), summary: performSummarySchema }) },
       400: { description: 'Invalid request (shape A), or the action is refused as invalid (with the results envelope)', schema: z.union([errorShapeSchemas.A, refusedSchema]) },
-      403: refusal('Not allowed: API key alone (`person_token_required`), not the source side (`source_not_owned`), interaction matrix, organisation, guardian consent'),
+      403: refusal('Not allowed: API key alone (`person_token_required`), an aggregator\'s viewer (`insufficient_role`), not the source side (`source_not_owned`), interaction matrix, organisation, guardian consent'),
       404: refusal('An item, user or organisation is not found'),
       409: refusal('An action is already open, or the source is not live'),
       422: refusal('The consent version is outdated'),
@@ -140,7 +156,7 @@ export const actionRouteDocs: RouteDoc[] = [
     responses: { 200: { description: 'The action after the move', schema: actionViewSchema } },
     errors: {
       401: 'Missing or invalid API key, a bad bearer token or a stale session cookie',
-      403: 'API key alone (`person_token_required`), not a party (`not_a_party`), a cancel not by the source side (`cancel_not_allowed`), '
+      403: 'API key alone (`person_token_required`), an aggregator\'s viewer (`insufficient_role`), not a party (`not_a_party`), a cancel not by the source side (`cancel_not_allowed`), '
         + 'a move into the status that reveals contacts not by the target side (`target_side_only`), or, when the target\'s person is a minor, '
         + 'without the guardian\'s code (`GUARDIAN_OTP_REQUIRED`: a code was sent; `GUARDIAN_OTP_INVALID`, `GUARDIAN_OTP_EXPIRED`, `GUARDIAN_CONSENT_REQUIRED`)',
       404: 'No such action', 409: 'Stale update_count, terminal action or transition not allowed',
