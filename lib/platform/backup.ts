@@ -302,13 +302,23 @@ export async function assertBackupOut(out: string, copied: string[] = []): Promi
 
 /**
  * Writes a backup of the instance into `options.out`: the database, then the objects, then the
- * keys, then the manifest.
+ * keys, then the manifest. On failure `out` is left empty.
  * @throws BackupError when `out` is not empty, no matching pg_dump is found or PostgreSQL refuses
  */
 export async function createBackup(options: BackupOptions): Promise<BackupManifest> {
+  await assertBackupOut(options.out);
+  await mkdirPrivate(options.out);
+  try {
+    return await writeBackup(options);
+  } catch (err) {
+    // `out` was new or empty: leave it so, not holding half a backup.
+    for (const name of await readdir(options.out).catch(() => [] as string[])) await rm(path.join(options.out, name), { recursive: true, force: true });
+    throw err;
+  }
+}
+
+async function writeBackup(options: BackupOptions): Promise<BackupManifest> {
   const { out, log = () => {} } = options;
-  await assertBackupOut(out);
-  await mkdirPrivate(out);
   const files: BackupFile[] = [];
   const client = new pg.Client({ connectionString: options.databaseUrl, application_name: 'ldp-backup' });
   await client.connect();
