@@ -82,9 +82,9 @@ export async function restore(dir: string, opts: { pgBin?: string }): Promise<vo
     };
     const problems = await targetProblems(manifest, target);
     if (problems.length) throw new CliError(`cannot restore into this target:\n  ${problems.join('\n  ')}`);
-    await checkPiiKey(config, source, manifest.keys.pii_key_sha256);
     say(`verifying ${manifest.files.length} files against ${path.join(source, 'manifest.json')}`);
     await verifyBackup(source, manifest);
+    await checkPiiKey(config, source, manifest.keys.pii_key_sha256);
     const { migrationsApplied } = await restoreBackup(source, manifest, target, { pgBinDir: opts.pgBin, log: say });
     if (migrationsApplied.length) say(`migrations applied: ${migrationsApplied.join(', ')}`);
     for (const name of manifest.keys.from_environment) say(`note: ${name} was set in the environment when the backup was made and is not in it: set the same ${name} here`);
