@@ -27,6 +27,11 @@
  * BENCH_CPU_PROF=dir (a CPU profile of the worker), BENCH_PG_STATEMENTS=1 (PostgreSQL's costliest
  * statements of each run, from pg_stat_statements, nested ones included), BENCH_REPORT_MS (progress line interval).
  * Prints the figures and writes bench/results/bulk-upload.json.
+ *
+ * The server path (issue 31): with BENCH_DATABASE_URL (an external PostgreSQL, e.g. with pgvector;
+ * bench/bench-database.ts) each run gets a fresh database on that server instead of a fresh
+ * embedded cluster, and the results go to bench/results/bulk-upload-server.json (the COPY floor
+ * needs a server that can read this machine's files; BENCH_PG_STATEMENTS is for embedded runs).
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createReadStream, createWriteStream, existsSync, openAsBlob } from 'node:fs';
@@ -45,18 +50,19 @@ import type { BulkUploadJson } from '../lib/aggregator/bulk/upload-jobs.ts';
 import { SEARCH_INDEX_TASK } from '../lib/network/items.ts';
 import { loadConfig } from '../lib/platform/config.ts';
 import { withTransaction } from '../lib/platform/db.ts';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from '../lib/platform/embedded-postgres.ts';
+import type { EmbeddedPostgres } from '../lib/platform/embedded-postgres.ts';
 import { createLogger } from '../lib/platform/logger.ts';
 import { startPlatform, type PlatformHandle } from '../bin/platform.ts';
 import { freePort } from '../lib/platform/free-port.ts';
 import { cpuSeconds, postgresCpuSeconds } from './cpu.ts';
 import { PG_STATEMENTS, resetStatements, topStatements, withStatementStats, type StatementCost } from './pg-statements.ts';
+import { benchDatabase, databaseFacts, resultsFor, SERVER_URL } from './bench-database.ts';
 
 const run = promisify(execFile);
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const SOURCE = path.resolve(repo, '../shared/data/pmgsy-rural-facilities/pmgsy_facilities_south_west_india.csv');
 const COLUMN_MAP = path.join(repo, 'fixtures/column-maps/pmgsy-facilities.json');
-const RESULTS = path.join(repo, 'bench/results/bulk-upload.json');
+const RESULTS = resultsFor(path.join(repo, 'bench/results/bulk-upload.json'));
 
 
 /** Writes the first `limit` records of the source (quoted newlines kept) to `target`. */
@@ -140,11 +146,13 @@ interface RunResult {
 /** PostgreSQL's write-ahead log up to `completed`: bytes, full-page images, requested checkpoints. */
 interface WalWritten { mb: number; full_page_images: number; checkpoints: number }
 
-/** WAL counters so far (pg_stat_wal, pg_stat_checkpointer: PostgreSQL 17). */
+/** WAL counters so far (pg_stat_wal; checkpoints from pg_stat_checkpointer in PostgreSQL 17, pg_stat_bgwriter before). */
 async function walWritten(pool: PlatformHandle['ctx']['pool']): Promise<WalWritten> {
+  const { rows: [{ v }] } = await pool.query<{ v: number }>(`SELECT current_setting('server_version_num')::int AS v`);
+  const checkpoints = v >= 170000 ? 'SELECT (num_timed + num_requested)::int FROM pg_stat_checkpointer'
+    : 'SELECT (checkpoints_timed + checkpoints_req)::int FROM pg_stat_bgwriter';
   const { rows: [w] } = await pool.query<WalWritten>(
-    `SELECT wal_bytes::float8 / 1048576 AS mb, wal_fpi::int8::int AS full_page_images,
-            (SELECT (num_timed + num_requested)::int FROM pg_stat_checkpointer) AS checkpoints FROM pg_stat_wal`);
+    `SELECT wal_bytes::float8 / 1048576 AS mb, wal_fpi::int8::int AS full_page_images, (${checkpoints}) AS checkpoints FROM pg_stat_wal`);
   return w;
 }
 
@@ -381,8 +389,8 @@ async function freshPlatform(): Promise<Fresh> {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'ldp-bench-bulk-'));
   // The embedded server (running as the postgres user when root) must reach the files it COPYs.
   await import('node:fs/promises').then((fs) => fs.chmod(dataDir, 0o755));
-  const pgPort = await freePort();
-  const db = await withStatementStats(await startEmbeddedPostgres({ dataDir, port: pgPort }), dataDir);
+  const db = SERVER_URL ? await benchDatabase({ dataDir, label: 'bulk' }) : await withStatementStats(await benchDatabase({ dataDir, label: 'bulk' }), dataDir);
+  const pgPort = db.port;
   const env = {
     LOG_LEVEL: 'warn', DATA_DIR: dataDir, DATABASE_URL: db.url, HOST: '127.0.0.1',
     SIGNALS_PORT: String(await freePort()), AGGREGATOR_PORT: String(await freePort()), SEARCH_PORT: String(await freePort()),
@@ -438,14 +446,17 @@ async function main(): Promise<void> {
     measured_at: new Date().toISOString(), machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, memory_gb: Math.round(os.totalmem() / 1e9) },
     load_average_at_start: loadStart.map((l) => Number(l.toFixed(2))), chunk_rows: config.BULK_UPLOAD_CHUNK_ROWS,
     worker_concurrency: Number(process.env.BENCH_WORKER_CONCURRENCY ?? config.WORKER_CONCURRENCY), source: path.relative(repo, file),
-    runs: 'each on a fresh embedded database',
+    runs: `each on a fresh ${SERVER_URL ? 'database of the server BENCH_DATABASE_URL names' : 'embedded database'}`,
   };
   const allModes = (process.env.BENCH_MODES ?? 'worker,start,upsert').split(',').map((m) => m.trim()) as Mode[];
   const modes = allModes.filter((m) => m !== 'upsert');
   // The XLSX run comes after the CSV runs: with the worker separate when measured.
   const xlsxMode: Mode = modes.includes('worker') ? 'worker' : modes[0];
   try {
-    const floor = await onFresh(({ platform }) => copyFloor(platform, file));
+    const floor = await onFresh(async ({ platform, db }) => {
+      results.database = await databaseFacts(db.url);
+      return copyFloor(platform, file);
+    });
     results.copy_floor = { seconds: Number(floor.seconds.toFixed(2)), rows: floor.rows, rows_per_second: Math.round(floor.rows / floor.seconds) };
     const ratios: Record<string, number> = {};
     for (const mode of modes) {

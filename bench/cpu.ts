@@ -13,8 +13,12 @@ export async function cpuSeconds(pid: number): Promise<{ own: number; children: 
   return { own: (Number(f[11]) + Number(f[12])) / CLOCK_TICKS, children: (Number(f[13]) + Number(f[14])) / CLOCK_TICKS };
 }
 
-/** CPU seconds used by the PostgreSQL server so far: the postmaster, its live and its ended backends. */
+/**
+ * CPU seconds used by the PostgreSQL server so far: the postmaster, its live and its ended
+ * backends; NaN when `clusterDir` is '' (an external server whose data directory is not readable here).
+ */
 export async function postgresCpuSeconds(clusterDir: string): Promise<number> {
+  if (!clusterDir) return NaN;
   const postmaster = Number((await readFile(path.join(clusterDir, 'postmaster.pid'), 'utf8')).split('\n')[0]);
   const { own, children } = await cpuSeconds(postmaster);
   let live = 0;

@@ -20,13 +20,18 @@
  * 7. RSS of the search process (now and peak), and the load average at start and end.
  * Prints the figures and writes bench/results/search.json.
  *
+ * The server path (issue 31): with BENCH_DATABASE_URL (an external PostgreSQL, e.g. with pgvector;
+ * bench/bench-database.ts) everything runs on a fresh database of that server instead of an
+ * embedded one, and the results go to bench/results/search-server.json; the vector index is then
+ * pgvector's graph, built by the search service's upkeep at its start (step 3).
+ *
  * Knobs for iterating (defaults: everything, from scratch, in a temporary directory):
  * - BENCH_ITEMS: rows of the file (default all valid ones);
  * - BENCH_QUERIES: queries per kind, each requested once one at a time (default 100);
  *   BENCH_CONCURRENCY (default 16); BENCH_CONCURRENT_REQUESTS (default 20 per client);
  * - BENCH_DIR: work in this directory and keep it: its PostgreSQL cluster is reused (migrations
  *   run again, so a new one is applied to the old data), and indexing is skipped when search.items
- *   already holds the rows;
+ *   already holds the rows (with BENCH_DATABASE_URL: the database ldp_bench_search_kept is);
  * - BENCH_KEEP_INDEX=1 (with BENCH_DIR): keep the search service's index file, so it loads instead
  *   of being built from empty (build time then measures the load);
  * - BENCH_CPU_PROF=dir: the services run with `node --cpu-prof`, profiles written to dir/<service>
@@ -46,7 +51,6 @@ import { startPlatform } from '../bin/platform.ts';
 import { createApiKey } from '../lib/platform/api-keys.ts';
 import { loadConfig } from '../lib/platform/config.ts';
 import { withTransaction } from '../lib/platform/db.ts';
-import { startEmbeddedPostgres } from '../lib/platform/embedded-postgres.ts';
 import { enqueueMany } from '../lib/platform/jobs.ts';
 import { createItemStateValidators, itemInputProblem, SEARCH_INDEX_PRIORITY, SEARCH_INDEX_TASK, type ItemRecord } from '../lib/network/items.ts';
 import { createLogger } from '../lib/platform/logger.ts';
@@ -58,6 +62,7 @@ import { exactSearch, MetricKind } from 'usearch';
 import { freePort } from '../lib/platform/free-port.ts';
 import { facilityItems } from './pmgsy-facilities.ts';
 import { TEXTS } from './search-queries.ts';
+import { benchDatabase, databaseFacts, resultsFor } from './bench-database.ts';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const DATA = path.resolve(repo, '../shared/data/pmgsy-rural-facilities/pmgsy_facilities_south_west_india.csv');
@@ -72,7 +77,7 @@ const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const CONCURRENT_REQUESTS = Number(process.env.BENCH_CONCURRENT_REQUESTS ?? CONCURRENCY * 20);
 const RECALL_QUERIES = 200;
 const BATCH = 1000;
-const RESULTS = path.join(repo, 'bench/results/search.json');
+const RESULTS = resultsFor(path.join(repo, 'bench/results/search.json'));
 const ALL_STEPS = ['text', 'filter', 'spatial', 'anchor', 'combined', 'newest', 'discover', 'recall', 'catchup'];
 const STEPS = new Set(process.env.BENCH_STEPS ? process.env.BENCH_STEPS.split(',').map((s) => s.trim()) : ALL_STEPS);
 const KEEP_DIR = process.env.BENCH_DIR;
@@ -250,7 +255,7 @@ log(`read ${items.length} facilities from ${path.basename(DATA)}`);
 
 const dir = KEEP_DIR ? path.resolve(KEEP_DIR) : await mkdtemp(path.join(os.tmpdir(), 'ldp-bench-search-'));
 await mkdir(dir, { recursive: true });
-const db = await startEmbeddedPostgres({ dataDir: path.join(dir, 'pg'), port: await freePort() });
+const db = await benchDatabase({ dataDir: path.join(dir, 'pg'), label: 'search', keep: KEEP_DIR !== undefined });
 const children: ChildProcess[] = [];
 try {
   const databaseUrl = db.url;
@@ -265,6 +270,7 @@ try {
   const platform = await startPlatform(config, createLogger(config.LOG_LEVEL), databaseUrl, { services: [], worker: true });
   const { pool } = platform.ctx;
   const provider = await platform.ctx.embeddings();
+  results.database = await databaseFacts(databaseUrl);
   const { rows: [{ n: present }] } = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM search.items');
   if (present === items.length) log(`search.items already holds ${present} rows (BENCH_DIR): indexing skipped`);
   const indexingStarted = performance.now();
@@ -317,18 +323,22 @@ try {
     status = (await ready(searchUrl)).checks.vector_backend;
   }
   const buildSeconds = (performance.now() - started) / 1000;
-  const fileBytes = (await stat(status.file)).size;
+  // usearch: its file; pgvector: the graph's HNSW index in PostgreSQL.
+  const size = status.backend === 'usearch' ? status.size : (await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM search.items WHERE lifecycle_status = 'live'`)).rows[0].n;
+  const fileBytes = status.backend === 'usearch' ? (await stat(status.file)).size : (await pool.query<{ b: number }>(
+    `SELECT coalesce(sum(pg_relation_size(c.oid)), 0)::float8 AS b FROM pg_class c WHERE c.relname LIKE 'items_embedding_hnsw_%' AND c.relkind = 'i'`)).rows[0].b;
   await ready(signalsUrl);
-  log(`vector index (${status.backend}) of ${status.size} vectors built from empty in ${status.build_seconds} s (${round(buildSeconds)} s from process start); file ${round(fileBytes / 2 ** 20)} MB (${Math.round(fileBytes / status.size)} B/item)`);
+  log(`vector index (${status.backend}) of ${size} vectors built from empty in ${status.build_seconds} s (${round(buildSeconds)} s from process start); ${status.backend === 'usearch' ? 'file' : 'HNSW index'} ${round(fileBytes / 2 ** 20)} MB (${Math.round(fileBytes / size)} B/item)`);
   results.vector_index = {
-    backend: status.backend, size: status.size, build_seconds: status.build_seconds, ready_after_start_seconds: round(buildSeconds),
-    file_mb: round(fileBytes / 2 ** 20), file_bytes_per_item: Math.round(fileBytes / status.size),
+    backend: status.backend, size, build_seconds: status.build_seconds, ready_after_start_seconds: round(buildSeconds),
+    [status.backend === 'usearch' ? 'file_mb' : 'index_mb']: round(fileBytes / 2 ** 20), [status.backend === 'usearch' ? 'file_bytes_per_item' : 'index_bytes_per_item']: Math.round(fileBytes / size),
   };
 
   // 4. Latency over HTTP, with the CPU time each request costs the services and PostgreSQL.
   const signalsChild = children[1];
   cpuProbe = async () => {
-    const pg = await Promise.all((await postgresPids(path.join(dir, 'pg', 'postgres'))).map((pid, n) => processCpuMs(pid, n === 0)));
+    // An external server whose data directory this machine cannot read: its CPU is not measured.
+    const pg = db.dataDir ? await Promise.all((await postgresPids(db.dataDir)).map((pid, n) => processCpuMs(pid, n === 0))) : [NaN];
     return { search: await processCpuMs(search.pid!), signals: await processCpuMs(signalsChild.pid!), postgres: pg.reduce((a, b) => a + b, 0) };
   };
   const searchKey = (await createApiKey(pool, 'search', 'bench')).key;

@@ -41,7 +41,7 @@ import { coverCells } from './geo-cells.ts';
 import { LRUCache } from 'lru-cache';
 import { ReadCache } from '../platform/read-cache.ts';
 import { sameModelSql, type SqlRunner, type VectorBackendName } from './vector-backend.ts';
-import { bytesOf, exactNearest, type CandidateFilter, type Neighbour, type VectorIndex } from './vector-index.ts';
+import { byRank, bytesOf, exactNearest, type CandidateFilter, type Neighbour, type VectorIndex } from './vector-index.ts';
 
 /** Nearest neighbours of a text's embedding that can match it by similarity (see the file's rules). */
 export const VECTOR_MATCH_LIMIT = 200;
@@ -58,6 +58,14 @@ export const EXACT_MAX_ROWS = 1000;
  * distances reorder the many near-equal texts of real data (recall@20 0.89 with 10 on the PMGSY file).
  */
 const REFINE_MARGIN = 100;
+/**
+ * A page of a text's similar items also ranks the text's lexical matches that are not among them,
+ * when the count read them and they are at most this many: the vector index is approximate, and a
+ * lexical match it missed (a small cluster of near-identical texts its graph does not reach, e.g.
+ * the eleven "community hall"s of the first 50,000 PMGSY rows) can be more similar than the items
+ * it found (recall@20 of that text 9/20 before, docs/decisions.md "Self-hosting II").
+ */
+export const LEXICAL_RANKED_MAX = 250;
 
 /** Everything a search needs; built once per process (lib/search/engine.ts) or per test. */
 export interface SearchEngine {
@@ -593,7 +601,7 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
         return children.length === terms.length ? Math.min(...children) : Infinity;
       };
       tally = await countRows(db, counted, totalBound, {
-        withIds: !fromSimilar, overBound: overBoundOf(engine), ...(textMatch && spatial.length ? { read: placeRows } : {}),
+        withIds: true, overBound: overBoundOf(engine), ...(textMatch && spatial.length ? { read: placeRows } : {}),
         ...(textMatch && terms.length > 1 ? { upper: rarestWord } : {}),
       });
     }
@@ -607,8 +615,13 @@ export async function runSearch(engine: SearchEngine, body: SearchBody): Promise
     if (take > 0 && (offset < total || estimated)) {
       if (relevance && ranking) {
         const known = estimated ? undefined : total;
-        // The similar items rank first (any other match is less similar, or it would be among them).
-        const ranked = fromSimilar ? vectorMatches : await nearest(ranking, depth, matching, known, { ids: matchIds, margin: REFINE_MARGIN });
+        // The similar items rank first (any other match is less similar, or it would be among them,
+        // but for lexical matches the index missed: LEXICAL_RANKED_MAX).
+        const similarIds = new Set(vectorMatches.map((n) => n.item_id));
+        const missed = fromSimilar ? countedIds?.filter((id) => !similarIds.has(id)) ?? [] : [];
+        const ranked = !fromSimilar ? await nearest(ranking, depth, matching, known, { ids: matchIds, margin: REFINE_MARGIN })
+          : missed.length && missed.length <= LEXICAL_RANKED_MAX
+            ? [...vectorMatches, ...await exactNearest(db, ranking, depth, filterOf(byIds(missed, true)))].sort(byRank) : vectorMatches;
         page = ranked.slice(offset, depth).map((n) => ({ item_id: n.item_id, score: n.similarity }));
       } else {
         const ids = collected ?? (await orderedPage(matchIds ? byIds(matchIds, false) : matching, found <= COLLECT_MAX)).ids;

@@ -69,14 +69,17 @@ describe.skipIf(noData !== '')(titled(`search after a bulk upload (${inject('vec
     expect(job).toMatchObject({ status: 'completed', passed: ROWS });
     await until('every item indexed', async () =>
       (await platform.ctx.pool.query('SELECT count(*)::int AS n FROM search.items')).rows[0].n === ROWS, 60_000);
-    // The vector index holds every row: usearch caught up with the last write, pgvector's tail merged.
+    // The vector index holds every row: usearch caught up with the last write; pgvector's graph
+    // built and every row in it (none left in the tail).
     await until('the vector index settled', async () => {
       const { checks } = (await request(platform.url('search')).get('/ready')).body;
       const status = checks.vector_backend;
       if (status.state !== 'ready') return false;
-      if (status.backend === 'pgvector') return status.tail_rows === 0;
-      const { rows: [seq] } = await platform.ctx.pool.query('SELECT max(change_seq)::int AS n FROM search.items');
-      return status.cursor >= seq.n;
+      const { rows: [db] } = await platform.ctx.pool.query<{ seq: number; graph: number; tail: number }>(
+        `SELECT (SELECT max(change_seq)::int FROM search.items) AS seq, g.value::int AS graph,
+                (SELECT count(*)::int FROM search.items WHERE ann_gen > g.value::int) AS tail
+           FROM search.settings g WHERE g.key = 'ann_graph_gen'`);
+      return status.backend === 'pgvector' ? db.graph > 0 && db.tail === 0 : status.cursor >= db.seq;
     }, 120_000);
     const { provider } = await searchEngine(platform.ctx);
     exact = createSearchEngine({

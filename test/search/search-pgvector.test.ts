@@ -57,6 +57,10 @@ let dataDir: string;
 const queries: { sql: string; params?: unknown[] }[] = [];
 /** When set, hnsw.ef_search and max_scan_tuples are lowered to this: the scan gives up early, as on a large index. */
 let scanLimit: number | undefined;
+/** When set, hnsw.ef_search alone is lowered to this: a narrow beam, widened by the iterative scan, misses neighbours. */
+let beam: number | undefined;
+/** The exact path for every search (no index): the reference of what a page should be. */
+let bruteForce: SearchEngine;
 /**
  * At this size the planner would rather sort than walk the index; with scans that need a sort
  * turned off in the search's transaction it takes the HNSW index wherever the SQL lets it, so these
@@ -128,6 +132,7 @@ beforeAll(async () => {
         await tx.query(PREFER_INDEX);
         const settings = await tx.query(sql, params);
         if (scanLimit) await tx.query(`SELECT set_config('hnsw.ef_search', '${scanLimit}', true), set_config('hnsw.max_scan_tuples', '${scanLimit}', true)`);
+        if (beam) await tx.query(`SELECT set_config('hnsw.ef_search', '${beam}', true)`);
         return settings;
       },
     } as SqlRunner)),
@@ -142,6 +147,7 @@ beforeAll(async () => {
   await usearch.whenSettled();
   expect(await usearch.size(pool)).toBe(data.filter((r) => r.lifecycle_status === 'live').length);
   exactEngine = createSearchEngine({ network, backend: 'usearch', provider, index: usearch, exactMaxRows: 0, totalExactBound: ROWS, transaction: (fn) => withTransaction(pool, fn) });
+  bruteForce = createSearchEngine({ network, backend: 'usearch', provider, exactMaxRows: 1e9, totalExactBound: ROWS, transaction: (fn) => withTransaction(pool, fn) });
 });
 afterAll(async () => {
   await usearch?.close();
@@ -229,6 +235,20 @@ describe('pgvector (PGlite) and usearch (embedded PostgreSQL) backends', () => {
       sameResults(a.message.items, b.message.items);
     } finally {
       scanLimit = undefined;
+    }
+  });
+
+  it('ranks the lexical matches the index missed with the similar items it found', async () => {
+    // A beam of one: the graph's first 200 candidates, all similar enough, are not the nearest ones.
+    beam = 1;
+    try {
+      for (const text of ['veterinary hospital', 'rice mill', 'post office']) {
+        const [a, b] = [await runSearch(pgvectorEngine, body({ textSearch: text })), await runSearch(bruteForce, body({ textSearch: text }))];
+        // The page; the total may lack similar items that are not lexical matches (the graph missed them).
+        sameResults(a.message.items, b.message.items);
+      }
+    } finally {
+      beam = undefined;
     }
   });
 });
