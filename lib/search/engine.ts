@@ -181,7 +181,8 @@ export async function searchReadiness(ctx: SearchEngineDeps): Promise<Record<str
  * scrape: `search_requests_waiting` (searches queued for a slot, inSearchSlot),
  * `search_index_items{backend}` (vectors in the vector index: usearch in this process, or
  * pgvector's indexed rows) and `search_index_pending_changes` (usearch: rows written to
- * search.items after the index's change cursor, i.e. the catch-up lag in rows).
+ * search.items after the index's change cursor, i.e. the catch-up lag in rows; pgvector: the rows
+ * of the tail, written since the graph, which searches read exactly: lib/search/pgvector-graph.ts).
  */
 export function registerSearchMetrics(ctx: SearchEngineDeps & { metrics: Metrics; config: { SEARCH_CONCURRENCY: number } }): void {
   ctx.metrics.gauge('search_requests_waiting', 'Searches waiting for one of the SEARCH_CONCURRENCY slots of this process.', [],
@@ -190,7 +191,13 @@ export function registerSearchMetrics(ctx: SearchEngineDeps & { metrics: Metrics
     const { backend, index } = await searchEngine(ctx);
     return index ? [{ labels: { backend }, value: await index.size(ctx.pool) }] : [];
   });
-  ctx.metrics.gauge('search_index_pending_changes', 'Rows written to search.items that the in-process vector index has not caught up with yet.', [], async () => {
+  ctx.metrics.gauge('search_index_pending_changes', 'Rows written to search.items that the vector index has not taken in yet (usearch: not caught up; pgvector: in the tail, outside the graph).', [], async () => {
+    const { backend } = await searchEngine(ctx);
+    if (backend === 'pgvector') {
+      const { rows: [row] } = await ctx.pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM (SELECT 1 FROM search.items WHERE ann_gen > (SELECT value::int FROM search.settings WHERE key = 'ann_graph_gen') LIMIT 1000000) pending`);
+      return [{ value: row.n }];
+    }
     const index = await usearchIndexOf(ctx);
     const cursor = index?.status().cursor;
     if (typeof cursor !== 'number') return [];

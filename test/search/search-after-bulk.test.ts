@@ -19,6 +19,7 @@ import { searchBodySchema } from '../../lib/search/request.ts';
 import { REPO_ROOT } from '../helpers/cli.ts';
 import { csv, onboard } from '../helpers/bulk-upload.ts';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.ts';
+import { sample } from '../helpers/metrics.ts';
 import { absent, NEEDS_SHARED, titled } from '../helpers/requires.ts';
 import { until } from '../helpers/until.ts';
 
@@ -81,6 +82,10 @@ describe.skipIf(noData !== '')(titled(`search after a bulk upload (${inject('vec
            FROM search.settings g WHERE g.key = 'ann_graph_gen'`);
       return status.backend === 'pgvector' ? db.graph > 0 && db.tail === 0 : status.cursor >= db.seq;
     }, 120_000);
+    // And the search service's gauge of what its vector index has not taken in says so.
+    const metrics = await request(platform.url('search')).get('/metrics');
+    expect(sample(metrics.text, 'search_index_pending_changes', {})).toBe(0);
+    expect(sample(metrics.text, 'search_index_items', { backend: inject('vectorBackend') })).toBe(ROWS);
     const { provider } = await searchEngine(platform.ctx);
     exact = createSearchEngine({
       network: platform.ctx.network, backend: inject('vectorBackend'), provider, exactMaxRows: 1e9, totalExactBound: 1e9,
@@ -122,6 +127,20 @@ describe.skipIf(noData !== '')(titled(`search after a bulk upload (${inject('vec
           `SELECT coalesce(sum(idx_scan), 0)::int AS n FROM pg_stat_user_indexes WHERE indexrelname LIKE 'items_embedding_hnsw_h384_g%'`);
         return scans.n > 0;
       }, 10_000);
+      // Held off (its lock taken here), the upkeep leaves a changed row in the tail, and the
+      // search service's gauge counts it.
+      const holder = await platform.ctx.pool.connect();
+      try {
+        await holder.query(`SELECT pg_advisory_lock(hashtext('ldp:pgvector-graph'))`);
+        const res = await request(platform.url('signals')).post(`/api/v1/items/${anchor.item_id}/lifecycle`)
+          .set('x-api-key', await platform.apiKey('signals')).send({ lifecycle_status: 'paused' });
+        expect(res.status, JSON.stringify(res.body)).toBe(200);
+        await until('the paused item counted in the tail', async () =>
+          sample((await request(platform.url('search')).get('/metrics')).text, 'search_index_pending_changes', {}) === 1, 20_000);
+      } finally {
+        await holder.query(`SELECT pg_advisory_unlock(hashtext('ldp:pgvector-graph'))`);
+        holder.release();
+      }
     }
   });
 });
