@@ -106,6 +106,9 @@ const requireKnownContentType: RequestHandler = (req, _res, next) => {
   next();
 };
 
+/** Largest declared body a refused request still has read whole (so that its client reads the refusal). */
+export const DRAIN_BODY_BYTES = 1024 * 1024;
+
 /** Adds the 404 handler and the error handler answering in `shape`. */
 export function finishServiceApp(app: Express, shape: ErrorShape): void {
   app.use((req, _res, next) => next(new HttpError(404, `No route for ${req.method} ${req.path}`)));
@@ -118,8 +121,10 @@ export function finishServiceApp(app: Express, shape: ErrorShape): void {
       return;
     }
     // A request refused before its body was read whole (no credentials for a large upload):
-    // close the connection after the answer instead of reading the rest to keep it alive.
-    if (!req.complete) res.set('connection', 'close');
+    // close the connection after the answer instead of reading the rest to keep it alive. A
+    // small rest (a declared length up to DRAIN_BODY_BYTES) is read: Node drains it after the
+    // answer, and a client still sending its body reads the refusal instead of a broken pipe.
+    if (!req.complete && !(Number(req.headers['content-length']) <= DRAIN_BODY_BYTES)) res.set('connection', 'close');
     res.status(httpError.status).set(httpError.headers ?? {})
       .json(errorBody(res.locals.errorShape ?? shape, httpError, requestId));
   };

@@ -92,7 +92,13 @@ export async function call<T>(url: string, token: string, init: RequestInit = {}
   try {
     res = await fetch(url, { ...init, headers: { authorization: `Bearer ${token}`, ...init.headers } });
   } catch (err) {
-    throw new CliError(`Cannot reach ${new URL(url).origin}: ${(err as Error).cause ?? (err as Error).message}. Is the platform running (ldp start)?`);
+    const cause = String((err as Error).cause ?? (err as Error).message);
+    // The server answers a refusal of a large upload (a role, a size) at once and closes the connection: the rest of the file is not sent.
+    if (init.body instanceof FormData && /EPIPE|ECONNRESET/.test(cause)) {
+      throw new CliError(`${init.method ?? 'GET'} ${new URL(url).pathname}: the server closed the connection before the file was sent whole: `
+        + 'it refused the upload (check that the token has the admin or operator role, and the file size against BULK_UPLOAD_MAX_BYTES)');
+    }
+    throw new CliError(`Cannot reach ${new URL(url).origin}: ${cause}. Is the platform running (ldp start)?`);
   }
   const text = await res.text();
   if (!res.ok) {
