@@ -70,7 +70,8 @@ export async function readGenerations(db: SqlRunner): Promise<Generations> {
  * with HNSW_BUILD. `concurrently` (the upkeep): writes and searches go on meanwhile (outside a
  * transaction). Memory: maintenance_work_mem of the estimated graph size (pgvector builds in
  * memory while the graph fits, much faster), within BUILD_MEMORY_MB; parallel workers as the
- * server allows, serially when its shared memory cannot hold them (Docker's default /dev/shm).
+ * server allows, serially when its shared memory cannot hold them (Docker's default /dev/shm);
+ * no statement timeout. The session's settings are reset afterwards (a pooled connection).
  * @throws Error from PostgreSQL (the index is then left invalid or absent).
  */
 export async function buildGraphIndex(db: SqlRunner, dimensions: number, gen: number, concurrently: boolean): Promise<void> {
@@ -78,6 +79,8 @@ export async function buildGraphIndex(db: SqlRunner, dimensions: number, gen: nu
     `SELECT count(*)::int AS n FROM search.items WHERE model_dimensions = ${dimensions} AND lifecycle_status = 'live' AND ann_gen <= ${gen}`);
   const estimateMb = Math.ceil((n * (2 * dimensions + 64 * HNSW_BUILD.m + 200)) / 2 ** 20);
   await db.query(`SET maintenance_work_mem = '${Math.min(BUILD_MEMORY_MB.max, Math.max(BUILD_MEMORY_MB.min, estimateMb))}MB'`);
+  // A server-wide statement_timeout would cut every build of a large graph short, round after round.
+  await db.query('SET statement_timeout = 0');
   const name = graphIndexName(dimensions, gen);
   const create = `CREATE INDEX ${concurrently ? 'CONCURRENTLY ' : ''}IF NOT EXISTS ${name} ON search.items
     USING hnsw ((embedding::halfvec(${dimensions})) halfvec_cosine_ops) WITH (m = ${HNSW_BUILD.m}, ef_construction = ${HNSW_BUILD.ef_construction})
@@ -95,11 +98,12 @@ export async function buildGraphIndex(db: SqlRunner, dimensions: number, gen: nu
     }
   } finally {
     await db.query('RESET maintenance_work_mem');
+    await db.query('RESET statement_timeout');
   }
 }
 
 /**
- * Makes the tail part of the graph: the tail's generation T is built over every row
+ * Takes the whole tail into the graph at once: the tail's generation T is built over every row
  * (buildGraphIndex), rows written meanwhile get T + 1, then the graph's generation becomes T and
  * the index of the previous one is dropped. `concurrently` (the upkeep) as buildGraphIndex; else
  * (tests, a caller that holds off searches) plain statements. `from`: the generations as just read.
