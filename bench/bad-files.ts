@@ -79,7 +79,7 @@ async function main(): Promise<void> {
   const pgPort = await freePort();
   const db = await startEmbeddedPostgres({ dataDir: path.join(dataDir, 'pg'), port: pgPort });
   const env = {
-    LOG_LEVEL: 'warn', DATA_DIR: dataDir, DATABASE_URL: db.url, HOST: '127.0.0.1', EMBEDDED_POSTGRES_PORT: String(pgPort),
+    LOG_LEVEL: 'warn', DATA_DIR: dataDir, DATABASE_URL: db.url, HOST: '127.0.0.1', EMBEDDED_POSTGRES_PORT: String(pgPort), WORKER_METRICS_PORT: '0',
     SIGNALS_PORT: String(await freePort()), AGGREGATOR_PORT: String(await freePort()), SEARCH_PORT: String(await freePort()),
     EMBEDDING_PROVIDER: 'hashing',
   };

@@ -394,7 +394,7 @@ async function freshPlatform(): Promise<Fresh> {
   const env = {
     LOG_LEVEL: 'warn', DATA_DIR: dataDir, DATABASE_URL: db.url, HOST: '127.0.0.1',
     SIGNALS_PORT: String(await freePort()), AGGREGATOR_PORT: String(await freePort()), SEARCH_PORT: String(await freePort()),
-    EMBEDDED_POSTGRES_PORT: String(pgPort),
+    EMBEDDED_POSTGRES_PORT: String(pgPort), WORKER_METRICS_PORT: '0',
     // Search indexing (enqueued by signals for every pushed item) runs in the same worker once a
     // slot is free; the built-in provider keeps it offline and light (no model download).
     EMBEDDING_PROVIDER: process.env.EMBEDDING_PROVIDER ?? 'hashing',

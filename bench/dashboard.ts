@@ -59,7 +59,7 @@ async function main(): Promise<void> {
   const pgPort = await freePort();
   const db = await startEmbeddedPostgres({ dataDir, port: pgPort });
   const config = loadConfig({
-    ...process.env, LOG_LEVEL: 'warn', DATA_DIR: dataDir, DATABASE_URL: db.url, HOST: '127.0.0.1', EMBEDDED_POSTGRES_PORT: String(pgPort),
+    ...process.env, LOG_LEVEL: 'warn', DATA_DIR: dataDir, DATABASE_URL: db.url, HOST: '127.0.0.1', EMBEDDED_POSTGRES_PORT: String(pgPort), WORKER_METRICS_PORT: '0',
     SIGNALS_PORT: '0', AGGREGATOR_PORT: '0', SEARCH_PORT: '0', EMBEDDING_PROVIDER: 'hashing',
   });
   const platform = await startPlatform(config, createLogger('warn'), db.url, { services: ['signals', 'aggregator'], worker: true });

@@ -260,7 +260,7 @@ const children: ChildProcess[] = [];
 try {
   const databaseUrl = db.url;
   const secrets = { INTERNAL_API_KEY: `ldp_internal_${randomBytes(32).toString('base64url')}`, PII_KEY: randomBytes(32).toString('base64') };
-  const baseEnv = { ...process.env, LOG_LEVEL: 'warn', DATABASE_URL: databaseUrl, ...secrets };
+  const baseEnv = { ...process.env, LOG_LEVEL: 'warn', DATABASE_URL: databaseUrl, WORKER_METRICS_PORT: '0', ...secrets };
 
   // 1. Indexing through the real task and worker (in this process).
   // BACKGROUND_NICE 0: this worker runs on this process's thread (not in a thread of its own as

@@ -144,7 +144,7 @@ async function main(): Promise<void> {
   const aggregatorPort = await freePort();
   const providerPort = await freePort();
   const env: NodeJS.ProcessEnv = {
-    ...process.env, LOG_LEVEL: 'warn', DATA_DIR: dataDir, DATABASE_URL: db.url, HOST: '127.0.0.1', EMBEDDED_POSTGRES_PORT: String(pgPort),
+    ...process.env, LOG_LEVEL: 'warn', DATA_DIR: dataDir, DATABASE_URL: db.url, HOST: '127.0.0.1', EMBEDDED_POSTGRES_PORT: String(pgPort), WORKER_METRICS_PORT: '0',
     AGGREGATOR_PORT: String(aggregatorPort), AGGREGATOR_PUBLIC_URL: `http://127.0.0.1:${aggregatorPort}`, EMBEDDING_PROVIDER: 'hashing',
     VOICE_PROVIDER_URL: `http://127.0.0.1:${providerPort}`, VOICE_PROVIDER_SECRET: `bench-${randomUUID()}`,
   };
