@@ -57,15 +57,16 @@ export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClie
  * against `pg_class.reltuples`). Right after a bulk write, until autovacuum's own ANALYZE a minute
  * or two later, the statistics describe the table as it was: a lookup by key can then be planned
  * on the wrong index and read the whole table (docs/decisions.md, "Bulk onboarding III").
- * `table` is a trusted, schema-qualified name (never user input). SKIP_LOCKED: a concurrent
- * analyze is not waited for.
+ * `table` is a trusted, schema-qualified name (never user input). `skipLocked` (default true):
+ * a concurrent analyze (autovacuum's, another job's) is not waited for — then the statistics may
+ * still be stale when this returns; false waits for it and analyzes after it.
  * @returns whether it analyzed. @throws Error from the database.
  */
-export async function analyzeIfChanged(db: Queryable, table: string, options: { minRows: number; share: number }): Promise<boolean> {
+export async function analyzeIfChanged(db: Queryable, table: string, options: { minRows: number; share: number; skipLocked?: boolean }): Promise<boolean> {
   const { rows: [stats] } = await db.query<{ changed: number; rows: number }>(
     `SELECT s.n_mod_since_analyze::float8 AS changed, greatest(c.reltuples, 0)::float8 AS rows
        FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid WHERE s.relid = $1::regclass`, [table]);
   if (!stats || stats.changed <= Math.max(options.minRows, options.share * stats.rows)) return false;
-  await db.query(`ANALYZE (SKIP_LOCKED) ${table}`);
+  await db.query(`ANALYZE ${options.skipLocked === false ? '' : '(SKIP_LOCKED) '}${table}`);
   return true;
 }

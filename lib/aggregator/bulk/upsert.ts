@@ -58,10 +58,11 @@ export interface StoredParticipant {
  * than a tenth since they were taken (lib/platform/db.ts `analyzeIfChanged`): an upsert looks up
  * every row's participant by key, 1000 keys a query, and right after a large upload the stale
  * statistics plan that lookup on the wrong index — measured at 100,000 participants: 211 ms a
- * query, against 0.6 ms once analyzed. Called before an upsert is staged or dry-run.
+ * query, against 0.6 ms once analyzed. Called before an upsert is staged or dry-run; it waits for
+ * a concurrent analyze (autovacuum's, right after that upload) rather than go on with the stale ones.
  */
 export async function refreshParticipantStatistics(db: Queryable): Promise<void> {
-  await analyzeIfChanged(db, 'aggregator.participants', { minRows: 1000, share: 0.1 });
+  await analyzeIfChanged(db, 'aggregator.participants', { minRows: 1000, share: 0.1, skipLocked: false });
 }
 
 /** How a domain's rows find their participant: by external id where the domain has one, else by phone, then e-mail. */
