@@ -3,9 +3,16 @@
  * identity of a bearer token (`ctx.tokens.verifyAny`: a user token of the built-in issuer, whose
  * `sub` is the user id; a token of the external OIDC issuer, mapped to the user holding its
  * verified `email`; or an aggregator's token). A present but bad credential is a 401, never ignored.
+ *
+ * An aggregator's token is also put to the aggregator service (lib/clients/aggregator-client.ts,
+ * its `GET /v1/me`), at most once a second per token: a suspended aggregator, or one of a
+ * suspended organisation, is refused here as there (docs/decisions.md, "Trust II": signals had
+ * taken an aggregator's token at its word until it expired).
  */
 import type { Request } from 'express';
 import type { PlatformContext } from '../../lib/context.ts';
+import { AggregatorUnavailableError, createAggregatorClient, type CallerCheck } from '../../lib/clients/aggregator-client.ts';
+import { ReadCache } from '../../lib/platform/read-cache.ts';
 import { TokenError } from '../../lib/platform/tokens.ts';
 import { contactKeys, findUserByKeys, getUser, normaliseEmail } from '../../lib/signals/people.ts';
 import { findSession, SESSION_COOKIE, type Session } from '../../lib/signals/sessions.ts';
@@ -33,6 +40,46 @@ export function cookieOf(req: Request, name: string): string | undefined {
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/** How long an aggregator token's check by the aggregator service is reused (as the aggregator service's own CALLER_CACHE_MS). */
+export const AGGREGATOR_CHECK_MS = 1000;
+
+/** Per process: the aggregator service's answers for tokens, each reused AGGREGATOR_CHECK_MS (refusals never). */
+const checks = new WeakMap<PlatformContext, ReadCache<CallerCheck>>();
+function aggregatorChecks(ctx: PlatformContext): ReadCache<CallerCheck> {
+  let cache = checks.get(ctx);
+  if (!cache) {
+    // ctx.urls are final once the services listen: the client is made at the first check.
+    let client: ReturnType<typeof createAggregatorClient> | undefined;
+    cache = new ReadCache<CallerCheck>({
+      read: (token) => (client ??= createAggregatorClient({ baseUrl: ctx.urls.aggregator })).caller(token),
+      maxAgeMs: AGGREGATOR_CHECK_MS, max: 10_000, keep: (check) => check.ok,
+    });
+    checks.set(ctx, cache);
+  }
+  return cache;
+}
+
+/**
+ * The aggregator a verified aggregator `token` names, as the aggregator service sees it now: its
+ * registered types and the token's roles.
+ * @throws HttpError 401/403 with the aggregator service's code (unknown, suspended), 503
+ *   `aggregator_unavailable` when it cannot be asked (an aggregator's token is then not taken).
+ */
+async function checkedAggregator(ctx: PlatformContext, token: string) {
+  let check: CallerCheck | undefined;
+  try {
+    check = await aggregatorChecks(ctx).get(token);
+  } catch (err) {
+    if (!(err instanceof AggregatorUnavailableError)) throw err;
+    throw new HttpError(503, `An aggregator's token cannot be checked now (the aggregator service does not answer); try again shortly`,
+      { code: 'aggregator_unavailable', headers: { 'Retry-After': '5' } });
+  }
+  if (!check?.ok) {
+    throw new HttpError(check?.status ?? 401, `The aggregator service refuses this token: ${check?.message ?? 'unknown'}`, { code: check?.code ?? 'invalid_token' });
+  }
+  return check.caller;
+}
+
 /**
  * The identity of `req` — a bearer token first (an explicit credential), else the session cookie —
  * or null when it carries neither.
@@ -52,7 +99,7 @@ export async function identify(ctx: PlatformContext, req: Request, options: { st
       throw err;
     }
     if (verified.aggregator) {
-      const a = verified.aggregator;
+      const a = await checkedAggregator(ctx, match[1]);
       return { kind: 'aggregator', via: 'bearer', aggregatorId: a.aggregator_id, orgId: a.org_id, types: a.aggregator_type, roles: a.roles };
     }
     let userId: string | null = null;

@@ -76,7 +76,7 @@ let providerUser: string; let seekerUser: string; let thirdUser: string;
 const headersOf = {} as Record<ActorName, Headers>;
 
 beforeAll(async () => {
-  platform = await startTestPlatform({ services: ['signals'] });
+  platform = await startTestPlatform({ services: ['signals', 'aggregator'] });
   key = await platform.apiKey('signals');
   [sourceAgg, targetAgg, otherAgg] = [await platform.aggregator(), await platform.aggregator(), await platform.aggregator()];
   providerUser = await onboard(provider(), PROVIDER_PERSON, sourceAgg);

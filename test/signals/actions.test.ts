@@ -56,7 +56,7 @@ let asha: Item; let ashaUser: string;
 let iti: Item; let itiUser: string;
 
 beforeAll(async () => {
-  platform = await startTestPlatform({ services: ['signals'], worker: true });
+  platform = await startTestPlatform({ services: ['signals', 'aggregator'], worker: true });
   key = await platform.apiKey('signals');
   agg = await platform.aggregator();
   asha = seeker();

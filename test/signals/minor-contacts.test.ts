@@ -71,7 +71,7 @@ let sourceAgg: TestAggregator; let targetAgg: TestAggregator;
 let providerUser: string; let asProvider: Headers;
 
 beforeAll(async () => {
-  platform = await startTestPlatform({ services: ['signals'], worker: true });
+  platform = await startTestPlatform({ services: ['signals', 'aggregator'], worker: true });
   key = await platform.apiKey('signals');
   [sourceAgg, targetAgg] = [await platform.aggregator(), await platform.aggregator()];
   providerUser = await onboard(provider(), PROVIDER_PERSON, sourceAgg);
