@@ -163,9 +163,12 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
     // ctx.urls are final only once the services listen, so the client is made per chunk.
     const signals = createSignalsClient({ baseUrl: ctx.urls.signals, apiKey: ctx.internalApiKey, maxBodyBytes: ctx.config.HTTP_BODY_LIMIT });
     const origin = { createdBy: `aggregator:${job.aggregator_id}`, instanceUrl: ctx.urls.aggregator };
-    const refused: Candidate[] = [];
+    // Refused new participants (deleted), refused changes (written back as they were read).
+    const refusedNew: string[] = [];
+    const undone: StoredColumns[] = [];
     const answeredOtherwise: { participantId: string; lifecycleStatus: LifecycleStatus }[] = [];
-    const updated: Candidate[] = [];
+    // What the chunk keeps of a change once pushed (not the candidate: its participant, item and cells are garbage then).
+    const updated: { participantId: string; rowNumber: number; fields: string[]; resumeTo?: LifecycleStatus }[] = [];
     let created = 0;
     let unchanged = 0;
     const inFlight = new Set<Promise<void>>();
@@ -266,11 +269,17 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
       stored.forEach((c, i) => {
         const answer = answers[i];
         if (answer.outcome === 'invalid' || answer.outcome === 'conflict' || !answer.lifecycle_status) {
-          refused.push(c);
+          if (c.update) undone.push(storedColumns(c.update.stored));
+          else refusedNew.push(c.participantId);
           results.push({ rowNumber: c.rowNumber, cells: c.cells, outcome: 'failed', errors: [{ field: '(item)', message: `signals refused the item: ${answer.message ?? answer.outcome}` }] });
           return;
         }
-        if (c.update) updated.push(c);
+        if (c.update) {
+          updated.push({
+            participantId: c.participantId, rowNumber: c.rowNumber, fields: c.update.fields,
+            resumeTo: c.update.resume ? goLiveStatus(domain, c.item.item_state) : undefined,
+          });
+        }
         if (answer.lifecycle_status !== c.lifecycleStatus) {
           answeredOtherwise.push({ participantId: c.participantId, lifecycleStatus: answer.lifecycle_status });
         }
@@ -292,15 +301,14 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
     await Promise.all(inFlight);
     if (pushFailure !== undefined) throw pushFailure;
     // A refused new participant goes; a refused change is undone (the participant as it was read).
-    const refusedNew = refused.filter((c) => !c.update);
     created -= refusedNew.length;
-    await deleteParticipants(client, refusedNew.map((c) => c.participantId));
-    await writeParticipants(client, job.aggregator_id, refused.flatMap((c) => (c.update ? [storedColumns(c.update.stored)] : [])));
-    await resumePaused(updated, answeredOtherwise);
+    await deleteParticipants(client, refusedNew);
+    await writeParticipants(client, job.aggregator_id, undone);
+    await resumePaused(answeredOtherwise);
     await recordLifecycle(client, answeredOtherwise);
     await recordChanges(client, job.aggregator_id, updated.flatMap((c): ParticipantChange[] => [
-      ...(c.update!.fields.length ? [{ participantId: c.participantId, uploadId: job.upload_id, rowNumber: c.rowNumber, kind: 'updated' as const, fields: c.update!.fields }] : []),
-      ...(c.update!.resume ? [{ participantId: c.participantId, uploadId: job.upload_id, rowNumber: c.rowNumber, kind: 'resumed' as const, fields: ['lifecycle_status'] }] : []),
+      ...(c.fields.length ? [{ participantId: c.participantId, uploadId: job.upload_id, rowNumber: c.rowNumber, kind: 'updated' as const, fields: c.fields }] : []),
+      ...(c.resumeTo ? [{ participantId: c.participantId, uploadId: job.upload_id, rowNumber: c.rowNumber, kind: 'resumed' as const, fields: ['lifecycle_status'] }] : []),
     ]));
     return { results: results.sort((a, b) => a.rowNumber - b.rowNumber), created, updated: updated.length, unchanged };
 
@@ -308,10 +316,10 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
      * Makes the participants a sync upload paused, and this file holds again, live (or draft, as
      * the go-live rules say) in signals; their answered statuses join `statuses`.
      */
-    async function resumePaused(changed: Candidate[], statuses: { participantId: string; lifecycleStatus: LifecycleStatus }[]): Promise<void> {
-      const resumed = changed.filter((c) => c.update!.resume);
+    async function resumePaused(statuses: { participantId: string; lifecycleStatus: LifecycleStatus }[]): Promise<void> {
+      const resumed = updated.filter((c) => c.resumeTo);
       if (!resumed.length) return;
-      const answers = await signals.setLifecycle(resumed.map((c) => ({ item_id: c.participantId, lifecycle_status: goLiveStatus(domain, c.item.item_state) })));
+      const answers = await signals.setLifecycle(resumed.map((c) => ({ item_id: c.participantId, lifecycle_status: c.resumeTo! })));
       answers.forEach((a, i) => {
         if (a.lifecycle_status) statuses.push({ participantId: resumed[i].participantId, lifecycleStatus: a.lifecycle_status });
       });
