@@ -25,7 +25,8 @@
  * Environment: BENCH_ROWS (first N records only, for a quick run), BENCH_XLSX=0 (skip the XLSX
  * run), BENCH_MODES (default `worker,start,upsert`), BENCH_WORKER_CONCURRENCY (default WORKER_CONCURRENCY), BULK_UPLOAD_CHUNK_ROWS,
  * BENCH_CPU_PROF=dir (a CPU profile of the worker), BENCH_PG_STATEMENTS=1 (PostgreSQL's costliest
- * statements of each run, from pg_stat_statements, nested ones included), BENCH_REPORT_MS (progress line interval).
+ * statements of each run, from pg_stat_statements, nested ones included), BENCH_REPORT_MS (progress line interval),
+ * BENCH_PG_SETTINGS (name=value,… set on each fresh embedded server before the run, e.g. max_wal_size=4GB).
  * Prints the figures and writes bench/results/bulk-upload.json.
  *
  * The server path (issue 31): with BENCH_DATABASE_URL (an external PostgreSQL, e.g. with pgvector;
@@ -44,6 +45,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { parse } from 'csv-parse';
 import ExcelJS from 'exceljs';
+import pg from 'pg';
 import { stringify } from 'csv-stringify';
 import { createAggregator } from '../lib/aggregator/aggregators.ts';
 import type { BulkUploadJson } from '../lib/aggregator/bulk/upload-jobs.ts';
@@ -390,6 +392,7 @@ async function freshPlatform(): Promise<Fresh> {
   // The embedded server (running as the postgres user when root) must reach the files it COPYs.
   await import('node:fs/promises').then((fs) => fs.chmod(dataDir, 0o755));
   const db = SERVER_URL ? await benchDatabase({ dataDir, label: 'bulk' }) : await withStatementStats(await benchDatabase({ dataDir, label: 'bulk' }), dataDir);
+  await applyPgSettings(db.url);
   const pgPort = db.port;
   const env = {
     LOG_LEVEL: 'warn', DATA_DIR: dataDir, DATABASE_URL: db.url, HOST: '127.0.0.1',
@@ -414,6 +417,27 @@ async function freshPlatform(): Promise<Fresh> {
       await rm(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * BENCH_PG_SETTINGS=name=value,…: server settings a reload applies (e.g. max_wal_size=4GB),
+ * set with ALTER SYSTEM on the run's fresh embedded server, to measure what they would change.
+ */
+async function applyPgSettings(url: string): Promise<void> {
+  const settings = (process.env.BENCH_PG_SETTINGS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  if (!settings.length || SERVER_URL) return;
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    for (const setting of settings) {
+      const [name, value] = setting.split('=');
+      if (!/^[a-z_]+$/.test(name)) throw new Error(`BENCH_PG_SETTINGS: not a setting name: ${name}`);
+      await client.query(`ALTER SYSTEM SET ${name} = ${client.escapeLiteral(value)}`);
+    }
+    await client.query('SELECT pg_reload_conf()');
+  } finally {
+    await client.end();
+  }
 }
 
 /** Runs `fn` on a fresh platform, stopped afterwards. */
