@@ -26,6 +26,11 @@ export function lowerThreadPriority(nice: number): void {
  * backend's process id is node-postgres's `processID` (the server's BackendKeyData); it is reniced
  * only when /proc shows a PostgreSQL process under that id. A server elsewhere, a platform without
  * /proc, or a process not ours to renice: nothing happens.
+ * A reniced session also plans without parallel workers (`max_parallel_workers_per_gather = 0`,
+ * its first statement): the postmaster starts them at its own priority, so a background statement's
+ * parallel part ran at full priority beside people's requests — the dashboard rollup's scan of every
+ * participant, recomputed after each registration, kept ~0.3 cores of nice-0 parallel workers busy
+ * during a bulk upload (docs/decisions.md, "Search under load").
  */
 export function lowerSessionPriority(pool: Pool, nice: number): void {
   pool.on('connect', (client) => {
@@ -36,6 +41,10 @@ export function lowerSessionPriority(pool: Pool, nice: number): void {
       if (os.getPriority(pid) < nice) os.setPriority(pid, nice);
     } catch {
       // Not visible here, or not ours to renice: the session keeps its priority.
+      return;
     }
+    // Queued before anything the pool's caller sends on this session. A failure only leaves the
+    // default (the session's next statement fails the same way if the connection broke).
+    client.query('SET max_parallel_workers_per_gather = 0').catch(() => {});
   });
 }

@@ -559,9 +559,13 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
           checked = end;
         }
         if (passed.length >= k) break;
-        // Every candidate that could pass was checked: below minSimilarity, or the whole graph.
-        complete = usable < found.keys.length || found.keys.length < wanted || wanted >= size;
-        if (complete || wanted >= MAX_CANDIDATES) break;
+        // Every candidate that could pass was checked: below minSimilarity, or every vector of the
+        // graph. Fewer keys than asked is not that: many identical vectors (identical in bf16, the
+        // graph's kind) fill each other's links and leave parts of the graph unreachable from the
+        // entry (600 identical of 900: 568-734 keys for 800 asked, whatever the beam), so a wider
+        // search finds no more and the caller takes the exact path.
+        complete = usable < found.keys.length || found.keys.length >= size;
+        if (complete || found.keys.length < wanted || wanted >= Math.min(size, MAX_CANDIDATES)) break;
         // Widen by what the filter let through so far (at least 4x).
         const rate = Math.max(passed.length, 1) / checked;
         wanted = Math.min(size, MAX_CANDIDATES, Math.max(wanted * 4, Math.ceil((k * 1.5) / rate)));
