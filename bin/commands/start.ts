@@ -5,8 +5,8 @@
  * SIGINT/SIGTERM: let running jobs finish within SHUTDOWN_TIMEOUT_MS, stop taking requests, close
  * the pool, stop the embedded PostgreSQL cleanly. A second signal exits at once.
  */
-import { ConfigError, loadConfig } from '../../lib/platform/config.ts';
-import { removeInstance, writeInstance } from '../../lib/platform/instance.ts';
+import { ConfigError, loadConfig, serviceUrls } from '../../lib/platform/config.ts';
+import { removeInstance, writeInstance, type InstanceInfo } from '../../lib/platform/instance.ts';
 import { createLogger } from '../../lib/platform/logger.ts';
 import { SERVICES } from '../../api/service-names.ts';
 import type { ServiceName } from '../../api/http/service-app.ts';
@@ -35,17 +35,23 @@ export async function runPlatform(parts: PlatformParts, owner: boolean): Promise
   process.on('SIGINT', () => onSignal('SIGINT'));
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   const db = await openDatabase(config, logger, { owner });
+  // Recorded as soon as the database runs: an `ldp` command started meanwhile (while the platform
+  // migrates and starts) then uses this database instead of taking it for one left running by a
+  // dead process and stopping it. Rewritten once the services listen, with their addresses.
+  const record = (urls: InstanceInfo['urls']) => (owner && db.embedded
+    ? writeInstance(config.dataDirPath, { pid: process.pid, database_url: db.url, urls, started_at: new Date(started).toISOString() })
+    : Promise.resolve());
+  await record(serviceUrls(config));
   let platform;
   try {
     // Everything in one process: the worker on its own thread, off the services' event loop (issue 17).
     platform = await startPlatform(config, logger, db.url, owner && parts.worker && parts.services.length ? { ...parts, worker: 'thread' } : parts);
   } catch (err) {
+    if (owner && db.embedded) await removeInstance(config.dataDirPath).catch(() => {});
     await db.release().catch(() => {});
     throw err;
   }
-  if (owner && db.embedded) {
-    await writeInstance(config.dataDirPath, { pid: process.pid, database_url: db.url, urls: platform.ctx.urls, started_at: new Date().toISOString() });
-  }
+  await record(platform.ctx.urls);
   for (const s of platform.services) process.stdout.write(`${s.name.padEnd(10)} ${s.url}\n`);
   if (platform.worker || platform.workerThread) {
     const port = platform.workerPort ? `, /health and /metrics on ${platform.workerPort.url}` : '';

@@ -70,4 +70,27 @@ describe('ldp start on the embedded database', () => {
     expect(dup.stderr).toMatch(/already running/);
     expect(await stopChild(second.child)).toBe(0);
   }, 120_000);
+
+  it('a command from a second shell while the platform starts uses its database, and does not stop it', async () => {
+    const dir = await tempDir('ldp-start-race-');
+    try {
+      const raceEnv = {
+        DATA_DIR: dir, EMBEDDED_POSTGRES_PORT: String(await freePort()),
+        SIGNALS_PORT: String(await freePort()), AGGREGATOR_PORT: String(await freePort()), SEARCH_PORT: String(await freePort()),
+      };
+      const starting = spawnLdpUntil(['start'], raceEnv, (o) => o.includes('worker     running'));
+      // As soon as PostgreSQL runs, long before the platform is up (migrations, services, worker).
+      await expect.poll(() => existsSync(path.join(dir, 'postgres', 'postmaster.pid')), { timeout: 60_000, interval: 20 }).toBe(true);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const key = await runLdp(['keys', 'list', '--service', 'search'], { DATA_DIR: dir });
+      const { child, out } = await starting;
+      children.push(child);
+      expect(key.code, key.stderr).toBe(0);
+      const signals = out.split('\n').find((l) => l.startsWith('signals'))!.trim().split(/\s+/)[1];
+      expect((await fetch(`${signals}/health`)).status).toBe(200);
+      expect(await stopChild(child)).toBe(0);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });
