@@ -140,6 +140,60 @@ describe('operator console over HTTP', () => {
     expect(report.text.split('\n')[0]).toContain('row_number');
   });
 
+  it('shows an upsert\'s whole-file diff before the start button, and starts a sync upload only with the dry run\'s pause count', async () => {
+    // Its own aggregator: a sync upload pauses every participant of the domain the file does not hold.
+    const own = await platform.aggregator({ types: ['seeker'] });
+    const client = new ConsoleClient(base);
+    await client.signIn(await consoleLinkFor(platform, own, 'operator'));
+    const csrf = await client.csrf();
+    const header = ['name', 'phone', 'state', 'district', 'skills'];
+    const person = (i: number, skills = 'tailoring') => [`Person ${i}`, `98765${String(10000 + i)}`, 'Haryana', 'Kaithal', skills];
+    const upload = (rows: string[][], fields: Record<string, string>) => {
+      let req = request(base).post(`/console/uploads?_csrf=${encodeURIComponent(csrf)}`).set('cookie', client.cookieHeader()).field('participant_type', 'seeker');
+      for (const [k, v] of Object.entries(fields)) req = req.field(k, v);
+      return req.attach('file', csv(header, rows), 'list.csv');
+    };
+    const first = await upload([person(1), person(2), person(3)], {});
+    await client.post(`${first.headers.location}/start`, { _csrf: csrf, attestation: 'true' });
+    await until('the first upload', async () => (await client.get(first.headers.location)).text.includes(`data-field="status"`)
+      && !(await client.get(first.headers.location)).text.includes('data-events='), 30_000);
+
+    // Person 2 changes skills, person 3 leaves the list, person 4 is new.
+    const second = await upload([person(1), person(2, 'welding'), person(4)], { mode: 'upsert', sync: 'true' });
+    expect(second.status).toBe(303);
+    const jobPath = second.headers.location as string;
+    const before = await client.get(jobPath);
+    expect(before.text).toContain('Upsert: create, and update the participants the file already holds');
+    expect(before.text).toMatch(/<button type="submit" disabled>/);
+    const dry = await client.post(`${jobPath}/preview`, { _csrf: csrf });
+    expect(dry.status).toBe(303);
+    const page = await until('the dry run', async () => {
+      const p = await client.get(dry.headers.location as string);
+      return p.text.includes('id="pause-count"') ? p : undefined;
+    }, 20_000);
+    expect(page.text).toContain('Of all 3 rows, 1 would be created, 1 updated, 1 unchanged, 0 would fail and 0 would be skipped.');
+    expect(page.text).toMatch(/<strong>[^<]*<\/strong>: tailoring → welding/);
+    expect(page.text).toContain('>1 participants are no longer in the file and would be paused once the upload completes.');
+    // The diff comes before the start button.
+    expect(page.text.indexOf('id="pause-count"')).toBeLessThan(page.text.indexOf('id="start-title"'));
+    expect(page.text).toContain('name="confirm_pause" value="1"');
+    const wrong = await client.post(`${jobPath}/start`, { _csrf: csrf, attestation: 'true', confirm_pause: '2', pause_confirmed: 'true' });
+    expect(wrong.status).toBe(409);
+    expect(wrong.text).toContain('found 1 participants to pause, not 2');
+    // 1 of the 3 is more than BULK_SYNC_MAX_PAUSE_FRACTION: the large-pause box too.
+    const large = await client.post(`${jobPath}/start`, { _csrf: csrf, attestation: 'true', confirm_pause: '1', pause_confirmed: 'true' });
+    expect(large.status).toBe(409);
+    expect(large.text).toContain('pause 1 of the 3 participants');
+    const started = await client.post(`${jobPath}/start`, { _csrf: csrf, attestation: 'true', confirm_pause: '1', pause_confirmed: 'true', allow_large_pause: 'true' });
+    expect(started.status).toBe(303);
+    const done = await until('the sync upload', async () => {
+      const p = await client.get(jobPath);
+      return p.text.includes('data-field="paused">1<') ? p : undefined;
+    }, 30_000);
+    expect(done.text).toMatch(/data-field="updated">1</);
+    expect(done.text).toMatch(/data-field="created">1</);
+  });
+
   it('edits a saved mapping as a new version, refuses a bad one naming the field, and retires it', async () => {
     const saved = await request(base).post('/v1/bulk-uploads/mappings').set('authorization', `Bearer ${agg.token}`)
       .send({ name: 'Camp sheet', participant_type: 'seeker', mapping: { 'Full name': 'name', Mobile: 'phone' } });
