@@ -3,7 +3,8 @@
  * on the aggregator service. Failures are 401 (missing, unknown, revoked, expired, forged) or 403
  * (authenticated but not allowed), in the service's error shape.
  */
-import type { RequestHandler, Response } from 'express';
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { Request, RequestHandler, Response } from 'express';
 import { findApiKey, type KeyService } from '../../lib/platform/api-keys.ts';
 import type { PlatformContext } from '../../lib/context.ts';
 import { domainsForAggregatorTypes } from '../../lib/network/config.ts';
@@ -18,6 +19,12 @@ import { HttpError } from './errors.ts';
  * never reused.
  */
 export const API_KEY_CACHE_MS = 1000;
+
+/** Whether `req` carries the platform's internal key (x-api-key; compared in constant time). */
+export function isInternalKey(ctx: PlatformContext, req: Request): boolean {
+  const digest = (value: string) => createHash('sha256').update(value).digest();
+  return timingSafeEqual(digest(req.header('x-api-key') ?? ''), digest(ctx.internalApiKey));
+}
 
 /** Requires a valid, unrevoked API key of `service` (as read at most API_KEY_CACHE_MS ago); sets `res.locals.apiKey`. */
 export function apiKeyAuth(ctx: PlatformContext, service: KeyService): RequestHandler {

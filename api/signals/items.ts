@@ -19,6 +19,7 @@ import {
   listItemsChangedSince, setLifecycleStatus, setLifecycleStatuses, upsertItems, type ItemPerson,
 } from '../../lib/network/items.ts';
 import { itemPersonProblem, linkItemsToPeople } from '../../lib/signals/people.ts';
+import { isInternalKey } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
 import { API_EXAMPLES, itemRecordDoc } from '../http/openapi.ts';
 import type { RouteDoc } from '../http/route-doc.ts';
@@ -94,7 +95,10 @@ export function itemRoutes(ctx: PlatformContext): Router {
       valid.push(parsed.data);
       return { index, item_id: parsed.data.item_id };
     });
-    const [stored, linked] = await withTransaction(ctx.pool, async (client) => {
+    // A batch the platform's own jobs push (a bulk upload's rows) is background work: written in a
+    // session at BACKGROUND_NICE, so that people's requests go first (docs/decisions.md, "Search under load").
+    const pool = isInternalKey(ctx, req) ? ctx.backgroundPool() : ctx.pool;
+    const [stored, linked] = await withTransaction(pool, async (client) => {
       const upserted = new Map((await upsertItems(client, ctx.network, valid)).map((r) => [r.item_id, r]));
       const links = valid.filter((i) => people.has(i.item_id) && upserted.get(i.item_id)?.outcome !== 'conflict')
         .map((i) => ({ itemId: i.item_id, domain: i.item_domain, createdBy: i.created_by ?? null, person: people.get(i.item_id)!, age: i.item_state.age }));

@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import os from 'node:os';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listItemsChangedSince } from '../../lib/network/items.ts';
@@ -140,5 +142,20 @@ describe('signals items', () => {
         client.release();
       }
     }
+  });
+
+  it('writes a batch the platform\'s jobs push (its internal key) in a background session, any other in a request\'s', async () => {
+    const background = platform.ctx.backgroundPool();
+    const byKey = await request(platform.url('signals')).post('/api/v1/items/batch').set('x-api-key', key).send({ items: [facility()] });
+    expect(byKey.body.summary.created).toBe(1);
+    expect(background.totalCount).toBe(0);
+    const byJobs = await request(platform.url('signals')).post('/api/v1/items/batch').set('x-api-key', platform.ctx.internalApiKey).send({ items: [facility()] });
+    expect(byJobs.body.summary.created).toBe(1);
+    expect(background.totalCount).toBe(1);
+    // That session yields the CPU: BACKGROUND_NICE (proc(5) /proc/PID/stat, the 19th field), no parallel workers.
+    const { rows: [session] } = await background.query(`SELECT pg_backend_pid() AS pid, current_setting('max_parallel_workers_per_gather') AS parallel`);
+    const stat = await readFile(`/proc/${session.pid}/stat`, 'utf8');
+    expect(Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16])).toBe(Math.max(platform.config.BACKGROUND_NICE, os.getPriority()));
+    expect(session.parallel).toBe('0');
   });
 });
