@@ -133,10 +133,15 @@ export function inSearchSlot<T>(ctx: { config: { SEARCH_CONCURRENCY: number } },
  * service at start; the index (or upkeep) stops with `ctx`.
  * @returns the engine's index (undefined when the engine cannot be built; logged by the caller).
  */
-export async function startVectorIndex(ctx: SearchEngineDeps & { onClose(fn: () => Promise<void>): void }): Promise<VectorIndex | undefined> {
+export async function startVectorIndex(ctx: SearchEngineDeps & { onClose(fn: () => Promise<void>): void; config: { SEARCH_CONCURRENCY: number } }): Promise<VectorIndex | undefined> {
   const engine = await searchEngine(ctx);
   if (engine.backend === 'usearch' && !engine.index) {
-    const index = openUsearchIndex({ pool: ctx.pool, logger: ctx.logger, dataDir: ctx.config.dataDirPath, version: engine.provider.version });
+    // Its catch-up yields to this process's searches (running or waiting for a slot).
+    const slots = slotsOf(ctx);
+    const index = openUsearchIndex({
+      pool: ctx.pool, logger: ctx.logger, dataDir: ctx.config.dataDirPath, version: engine.provider.version,
+      busy: () => slots.activeCount + slots.pendingCount > 0,
+    });
     engine.attachIndex(index);
     // Closed (catch-up stopped, changes saved) before the pool closes, not left to hit an ended pool.
     ctx.onClose(() => index.close());

@@ -32,7 +32,7 @@ import { createReadStream, existsSync } from 'node:fs';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import { setTimeout as sleep, setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
 import type { Pool } from '../platform/db.ts';
 import type { Logger } from '../platform/logger.ts';
@@ -46,8 +46,22 @@ const SETTLE_MS = 5_000;
 const SAVE_EVERY_MS = 5 * 60_000;
 /** Rows read per step of a build or a catch-up. */
 const READ_BATCH = 2000;
-/** Rows caught up between two yields to the event loop (~75 ms of upserts on the full file). */
+/** Rows caught up in one slice when no search ran lately: one `add` on every core (~75 ms of upserts on the full file). */
 const UPSERT_SLICE = 25;
+/**
+ * Rows of a slice while people search (a search ran within SEARCH_RECENT_MS): added one by one on
+ * the graph's thread alone, ~3 ms each on the full file, so a search that arrives meanwhile waits
+ * for at most ~10 ms in the graph's thread and the catch-up keeps one core, not both.
+ */
+const SEARCHED_SLICE = 1;
+const SEARCH_RECENT_MS = 1000;
+/**
+ * While searches run or wait (UsearchIndexDeps.busy), the catch-up sends no slice: it polls every
+ * BUSY_POLL_MS and goes on after at most BUSY_MAX_WAIT_MS, so that a steady stream of searches
+ * slows it but never stops it.
+ */
+const BUSY_POLL_MS = 2;
+const BUSY_MAX_WAIT_MS = 100;
 /** Candidates asked of the graph at least (its search keeps HNSW.expansion_search), and the most it is ever asked for. */
 const MIN_CANDIDATES = 100;
 const MAX_CANDIDATES = 20_000;
@@ -100,6 +114,12 @@ export interface UsearchIndexDeps {
   retryMs?: number;
   /** Called with each graph thread started (tests: to stop it). */
   onThread?: (thread: Worker) => void;
+  /**
+   * Whether searches of this process run or wait now (the search service's slots): the catch-up
+   * then holds its next slice back (BUSY_MAX_WAIT_MS at most), so people's searches do not queue
+   * behind a bulk upload's vectors in the graph's thread or compete with them for a core.
+   */
+  busy?: () => boolean;
 }
 
 /**
@@ -382,10 +402,11 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
   }
 
   /**
-   * Adds or replaces rows by ann_key `k`, `e` their stored vector (search.embedding_f16's bytes).
+   * Adds or replaces rows by ann_key `k`, `e` their stored vector (search.embedding_f16's bytes),
+   * in one `add` on every core (`parallel`) or one by one on the graph's thread alone.
    * @returns when the thread has applied them; rejects when it has exited.
    */
-  async function put(rows: { k: string; e: Uint8Array }[]): Promise<void> {
+  async function put(rows: { k: string; e: Uint8Array }[], parallel = true): Promise<void> {
     if (!hasGraph || !rows.length) return;
     const keys = new BigUint64Array(rows.length);
     const vectors = new Float32Array(rows.length * dimensions);
@@ -395,7 +416,7 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
       stored.set(Number(k), e);
     });
     dirty = true;
-    await call({ op: 'put', keys, vectors, threads }, [keys.buffer, vectors.buffer]);
+    await call({ op: 'put', keys, vectors, threads, parallel }, [keys.buffer, vectors.buffer]);
   }
 
   /** Removes rows by ann_key. @returns when the thread has; rejects when it has exited. */
@@ -404,6 +425,22 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
     for (const key of keys) stored.delete(Number(key));
     dirty = true;
     await call({ op: 'remove', keys: BigUint64Array.from(keys) });
+  }
+
+  /** When the last search was seen running or waiting (deps.busy). */
+  let lastSearch = 0;
+  /**
+   * Waits while searches run or wait (deps.busy), BUSY_MAX_WAIT_MS at most.
+   * @returns whether people searched within SEARCH_RECENT_MS.
+   */
+  async function waitForSearches(): Promise<boolean> {
+    const started = Date.now();
+    while (deps.busy?.()) {
+      lastSearch = Date.now();
+      if (lastSearch - started >= BUSY_MAX_WAIT_MS || (state as State) === 'closed') break;
+      await sleep(BUSY_POLL_MS);
+    }
+    return Date.now() - lastSearch < SEARCH_RECENT_MS;
   }
 
   async function catchUp(): Promise<number> {
@@ -425,10 +462,14 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
       const fresh = rows.filter((r) => applied.get(r.k) !== Number(r.s));
       // In slices, each applied by the thread before the next is sent: replacing a vector cost ~3 ms
       // on the full file (measured), so the 2,000 rows of a step would hold every search back ~6 s.
-      for (let i = 0; i < fresh.length; i += UPSERT_SLICE) {
+      // Searches go first: no slice is sent while they run or wait (waitForSearches), and while
+      // people search the slices are small and use one core (SEARCHED_SLICE).
+      for (let i = 0; i < fresh.length;) {
+        const searched = await waitForSearches();
         if ((state as State) === 'closed') return count + i;
-        const slice = fresh.slice(i, i + UPSERT_SLICE);
-        await put(slice.filter((r) => r.keep).map((r) => ({ k: r.k, e: r.e! })));
+        const slice = fresh.slice(i, i + (searched ? SEARCHED_SLICE : UPSERT_SLICE));
+        i += slice.length;
+        await put(slice.filter((r) => r.keep).map((r) => ({ k: r.k, e: r.e! })), !searched);
         await remove(slice.filter((r) => !r.keep).map((r) => BigInt(r.k)));
         for (const r of slice) applied.set(r.k, Number(r.s));
       }
@@ -516,6 +557,7 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
       return hasGraph ? call({ op: 'size' }).then((reply) => reply.size, () => 0) : 0;
     },
     async search(db: SqlRunner, vector: Float32Array, k: number, filter, minSimilarity): Promise<IndexAnswer> {
+      lastSearch = Date.now();
       let size = graphSize;
       const keyParam = `$${filter.params.length + 1}`;
       // Graph distances (1 - approximate similarity) past this cannot reach minSimilarity.

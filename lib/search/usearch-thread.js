@@ -37,10 +37,15 @@ const ops = {
   },
   // Adds or replaces vectors (the catch-up; keys distinct, as search.items' ann_key): the replaced
   // ones are removed, then all are added in one call with `threads` — a bulk upload's new vectors
-  // enter at ~1,900 a second on 2 cores instead of ~700-900 one by one (measured on the full file).
-  put({ keys, vectors, threads }) {
+  // enter at ~1,900 a second on 2 cores instead of ~700-900 one by one (measured on the full file) —
+  // or, without `parallel`, one by one on this thread alone (a call adds on min(threads, vectors)
+  // threads; `threads` stays the same in every call, since a call that grows the index reserves
+  // that many threads' state for every later one).
+  put({ keys, vectors, threads, parallel }) {
     for (const key of keys) if (graph.contains(key)) graph.remove(key);
-    graph.add(keys, vectors, threads);
+    if (parallel) return void graph.add(keys, vectors, threads);
+    const width = vectors.length / keys.length;
+    for (let i = 0; i < keys.length; i++) graph.add(keys.subarray(i, i + 1), vectors.subarray(i * width, (i + 1) * width), threads);
   },
   remove({ keys }) {
     for (const key of keys) if (graph.contains(key)) graph.remove(key);
