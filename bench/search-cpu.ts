@@ -11,6 +11,10 @@
  * Usage: CPU_DIR=<BENCH_DIR> [CPU_KINDS=text,combined] [CPU_QUERIES=60] [CPU_ROUNDS=2] [CPU_DUMP=file]
  *   nice -n 19 node --import tsx bench/search-cpu.ts
  * Stop `npm run bench:search` first: both would start the same cluster.
+ * The server path: with BENCH_DATABASE_URL, the database kept by `BENCH_DIR=… BENCH_DATABASE_URL=…
+ * npm run bench:search` (ldp_bench_search_kept, bench/bench-database.ts) on that server, whose
+ * graph this process's upkeep keeps (settled before measuring); PostgreSQL's CPU is the server's
+ * (all its processes: run nothing else on it meanwhile).
  */
 import { randomBytes } from 'node:crypto';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
@@ -18,6 +22,7 @@ import path from 'node:path';
 import { startPlatform } from '../bin/platform.ts';
 import { loadConfig } from '../lib/platform/config.ts';
 import { startEmbeddedPostgres } from '../lib/platform/embedded-postgres.ts';
+import { benchDatabase } from './bench-database.ts';
 import { freePort } from '../lib/platform/free-port.ts';
 import { createLogger } from '../lib/platform/logger.ts';
 import { searchEngine, startVectorIndex } from '../lib/search/engine.ts';
@@ -33,7 +38,8 @@ const QUERIES = Number(process.env.CPU_QUERIES ?? 60);
 const ROUNDS = Number(process.env.CPU_ROUNDS ?? 2);
 
 const pgDir = path.join(dir, 'pg');
-const db = await withStatementStats(await startEmbeddedPostgres({ dataDir: pgDir, port: await freePort() }), pgDir);
+const db = process.env.BENCH_DATABASE_URL ? await benchDatabase({ dataDir: pgDir, label: 'search', keep: true })
+  : await withStatementStats(await startEmbeddedPostgres({ dataDir: pgDir, port: await freePort() }), pgDir);
 const url = db.url;
 const config = loadConfig({
   ...process.env, LOG_LEVEL: 'warn', DATABASE_URL: url, DATA_DIR: path.join(dir, 'search'),
@@ -42,8 +48,9 @@ const config = loadConfig({
 const platform = await startPlatform(config, createLogger('warn'), url, { services: [], worker: false });
 try {
   const { ctx } = platform;
-  const index = await startVectorIndex(ctx) as UsearchIndex;
-  await index.whenSettled();
+  const index = await startVectorIndex(ctx);
+  if (index?.backend === 'usearch') await (index as UsearchIndex).whenSettled();
+  else while ((index?.status().state) !== 'ready') await new Promise((r) => setTimeout(r, 500));
   const engine = await searchEngine(ctx);
   const network = ctx.network;
   const domain = network.domains.get('provider')!;
@@ -89,7 +96,7 @@ try {
     message: { intent, pagination: { limit: 20, offset: i % 3 === 0 ? 20 : 0 } },
   });
 
-  const postmaster = Number((await readFile(path.join(pgDir, 'postgres', 'postmaster.pid'), 'utf8').catch(() => readFile(path.join(pgDir, 'postmaster.pid'), 'utf8'))).split('\n')[0]);
+  const postmaster = Number((await readFile(path.join(db.dataDir, 'postmaster.pid'), 'utf8')).split('\n')[0]);
   const pgCpuMs = async () => {
     let ms = 0;
     for (const entry of await readdir('/proc')) {
@@ -125,7 +132,7 @@ try {
       }
     }
   }
-  await index.close();
+  await index?.close();
   if (process.env.CPU_DUMP) await writeFile(process.env.CPU_DUMP, `${dump.join('\n')}\n`);
 } finally {
   await platform.stop();
