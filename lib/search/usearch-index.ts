@@ -61,7 +61,7 @@ const SEARCH_RECENT_MS = 1000;
  * slows it but never stops it.
  */
 const BUSY_POLL_MS = 2;
-const BUSY_MAX_WAIT_MS = 100;
+export const BUSY_MAX_WAIT_MS = 100;
 /** Candidates asked of the graph at least (its search keeps HNSW.expansion_search), and the most it is ever asked for. */
 const MIN_CANDIDATES = 100;
 const MAX_CANDIDATES = 20_000;
