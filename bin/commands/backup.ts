@@ -48,7 +48,8 @@ export async function backup(opts: { out: string; pgBin?: string }): Promise<voi
     if (clusterDir && !existsSync(path.join(clusterDir, 'PG_VERSION'))) {
       throw new CliError(`there is no instance in ${config.dataDirPath} (no ${clusterDir}): set DATA_DIR to the instance's, or DATABASE_URL for a server`);
     }
-    await assertBackupOut(out, [clusterDir, config.S3_ENDPOINT ? undefined : path.join(config.dataDirPath, 'objects'), path.join(config.dataDirPath, 'keys')]
+    const searchIndexDir = path.join(config.dataDirPath, 'search-index');
+    await assertBackupOut(out, [clusterDir, config.S3_ENDPOINT ? undefined : path.join(config.dataDirPath, 'objects'), path.join(config.dataDirPath, 'keys'), searchIndexDir]
       .filter((dir): dir is string => dir !== undefined));
     const db = await openDatabase(config, logger);
     try {
@@ -56,7 +57,7 @@ export async function backup(opts: { out: string; pgBin?: string }): Promise<voi
       const piiKey = config.PII_KEY ?? await readFile(path.join(keysDir, 'pii.key'), 'utf8').catch(() => undefined);
       const manifest = await createBackup({
         out, databaseUrl: db.url, clusterDir,
-        storage: await createStorage(config), keysDir, keysFromEnvironment: keysFromEnvironment(config), piiKey,
+        storage: await createStorage(config), keysDir, searchIndexDir, keysFromEnvironment: keysFromEnvironment(config), piiKey,
         platformVersion: await platformVersion(), pgBinDir: opts.pgBin, log: say,
       });
       say(`backup of PostgreSQL ${manifest.postgres.server_version}, migration ${manifest.migration_version}, ${manifest.files.length} files written to ${out}`);

@@ -11,8 +11,13 @@
  *   database/ldp.dump    a server (DATABASE_URL): `pg_dump --format=custom`, restored by pg_restore
  *   objects/<key>        every stored object (the filesystem folder or the S3 bucket)
  *   keys/<name>          the files of <DATA_DIR>/keys
+ *   search-index/<name>  the files of <DATA_DIR>/search-index (the search process's vector index
+ *                        as last saved), copied before the database: its change cursor is then
+ *                        never ahead of the copied rows, and the restored search process loads it
+ *                        and catches up instead of building another graph (one that would answer
+ *                        near-ties differently); a file that does not match is rebuilt, as before
  *
- * The database is copied first, the objects after it. An object is stored before any row names it
+ * The database is copied first (after the index file), the objects after it. An object is stored before any row names it
  * (an upload's file, then its job; a report, then the job's key), and objects are never
  * overwritten, so every object the copied database names is still there when the objects are
  * copied — unless retention deleted it in between, which it does only to rows already past
@@ -42,6 +47,8 @@ export const BACKUP_FORMAT = 'ldp-backup/1';
 const MANIFEST = 'manifest.json';
 const DUMP_FILE = 'database/ldp.dump';
 const CLUSTER_DIR = 'database/cluster';
+/** The search process's vector index files, in the backup and in DATA_DIR. */
+const SEARCH_INDEX_DIR = 'search-index';
 
 /** A backup that cannot be made or restored, or a target that is not empty; the message says why. */
 export class BackupError extends Error {
@@ -269,6 +276,8 @@ export interface BackupOptions {
   storage: ObjectStorage;
   /** <DATA_DIR>/keys */
   keysDir: string;
+  /** <DATA_DIR>/search-index: its files are copied before the database (absent: none). */
+  searchIndexDir?: string;
   /** Key variables set in the environment (their keys are not in DATA_DIR/keys, nor in the backup). */
   keysFromEnvironment: string[];
   /** The PII key in force (base64), for its fingerprint. */
@@ -277,6 +286,23 @@ export interface BackupOptions {
   /** bin directory of pg_dump (else searched for). */
   pgBinDir?: string;
   log?: (line: string) => void;
+}
+
+/**
+ * Copies the files of `dir` (not its subdirectories, nor `*.tmp`: a file being written at this
+ * moment, lib/platform/secrets.ts and the search index's save) into `out/prefix/`.
+ * @returns the names copied (none when `dir` is absent)
+ */
+async function copyDir(dir: string, out: string, prefix: string, files: BackupFile[]): Promise<string[]> {
+  const names = (await readdir(dir).catch((err) => (missing(err) ? [] : Promise.reject(err))))
+    .filter((name) => SEGMENT.test(name) && !name.endsWith('.tmp')).sort();
+  const copied = [];
+  for (const name of names) {
+    if (!(await stat(path.join(dir, name))).isFile()) continue;
+    await writeTracked(out, `${prefix}/${name}`, createReadStream(path.join(dir, name)), files);
+    copied.push(name);
+  }
+  return copied;
 }
 
 /** True when `dir` is absent or an empty directory. */
@@ -320,6 +346,8 @@ export async function createBackup(options: BackupOptions): Promise<BackupManife
 async function writeBackup(options: BackupOptions): Promise<BackupManifest> {
   const { out, log = () => {} } = options;
   const files: BackupFile[] = [];
+  const indexFiles = options.searchIndexDir ? await copyDir(options.searchIndexDir, out, SEARCH_INDEX_DIR, files) : [];
+  if (indexFiles.length) log(`search index: ${indexFiles.join(', ')}`);
   const client = new pg.Client({ connectionString: options.databaseUrl, application_name: 'ldp-backup' });
   await client.connect();
   let facts;
@@ -356,12 +384,7 @@ async function writeBackup(options: BackupOptions): Promise<BackupManifest> {
   }
   log(`objects: ${count} (${(bytes / 1e6).toFixed(1)} MB) from ${options.storage.location}`);
 
-  const keyNames = (await readdir(options.keysDir).catch((err) => (missing(err) ? [] : Promise.reject(err))))
-    // `*.tmp`: a key being created at this moment (lib/platform/secrets.ts).
-    .filter((name) => SEGMENT.test(name) && !name.endsWith('.tmp')).sort();
-  for (const name of keyNames) {
-    if ((await stat(path.join(options.keysDir, name))).isFile()) await writeTracked(out, `keys/${name}`, createReadStream(path.join(options.keysDir, name)), files);
-  }
+  const keyNames = await copyDir(options.keysDir, out, 'keys', files);
   const fromEnv = options.keysFromEnvironment.length ? `; not in it, as set in the environment: ${options.keysFromEnvironment.join(', ')}` : '';
   log(`keys: ${keyNames.join(', ') || 'none'}${fromEnv}`);
 
@@ -436,7 +459,7 @@ export interface RestoreTarget {
 
 /**
  * What makes the target not empty, or that the backup cannot go there (empty: it can).
- * Not empty: a cluster, keys or objects in DATA_DIR (or objects in the bucket), or tables in the
+ * Not empty: a cluster, keys, a search index or objects in DATA_DIR (or objects in the bucket), or tables in the
  * database of DATABASE_URL.
  */
 export async function targetProblems(manifest: BackupManifest, target: RestoreTarget): Promise<string[]> {
@@ -447,7 +470,7 @@ export async function targetProblems(manifest: BackupManifest, target: RestoreTa
   if (manifest.database.method === 'pg_dump' && !target.databaseUrl) {
     problems.push('this backup holds a pg_dump of a PostgreSQL server: restore it with DATABASE_URL naming an empty database');
   }
-  const dirs = target.databaseUrl ? ['keys'] : ['postgres', 'keys'];
+  const dirs = target.databaseUrl ? ['keys', SEARCH_INDEX_DIR] : ['postgres', 'keys', SEARCH_INDEX_DIR];
   for (const name of dirs) {
     if (!(await emptyOrAbsent(path.join(target.dataDir, name)))) problems.push(`${path.join(target.dataDir, name)} is not empty`);
   }
@@ -491,7 +514,7 @@ const filesUnder = (manifest: BackupManifest, prefix: string) =>
 
 /**
  * Restores a verified backup (readManifest, verifyBackup) into an empty target (targetProblems):
- * the keys, the objects, the database (a base backup started once, replaying its WAL; a dump
+ * the keys, the search index's files, the objects, the database (a base backup started once, replaying its WAL; a dump
  * through pg_restore in one transaction), then the pending migrations. On failure, what it wrote
  * into DATA_DIR and the object storage is removed again.
  * @throws BackupError when PostgreSQL or pg_restore refuses
@@ -511,6 +534,15 @@ export async function restoreBackup(dir: string, manifest: BackupManifest, targe
       await writeFile(path.join(keysDir, key.rel), await readFile(path.join(dir, key.path)), { mode: PRIVATE_FILE_MODE });
     }
     log(`keys: ${keys.map((k) => k.rel).join(', ') || 'none'}`);
+
+    const indexFiles = filesUnder(manifest, SEARCH_INDEX_DIR);
+    if (indexFiles.length) {
+      const indexDir = path.join(target.dataDir, SEARCH_INDEX_DIR);
+      written.push(indexDir);
+      await mkdirPrivate(indexDir);
+      for (const file of indexFiles) await pipeline(createReadStream(path.join(dir, file.path)), createWriteStream(path.join(indexDir, file.rel), { mode: PRIVATE_FILE_MODE }));
+      log(`search index: ${indexFiles.map((f) => f.rel).join(', ')}`);
+    }
 
     const objects = filesUnder(manifest, 'objects');
     for (const object of objects) {

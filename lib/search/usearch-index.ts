@@ -14,7 +14,8 @@
  *   (search.ann_removals) removed. Sequence numbers are taken at write and a transaction may commit
  *   after a later one, so each poll reads again from the cursor of SETTLE_MS ago; a row already
  *   applied at the same change_seq is skipped.
- * - saved after a build, then at most every SAVE_EVERY_MS while changes arrive, and on close.
+ * - saved after a build, then at most every SAVE_EVERY_MS while changes arrive, once they stopped
+ *   (SAVE_IDLE_MS), and on close.
  * - the rows' stored binary16 vectors are kept in memory beside the graph (read from search.items
  *   with the build, or after a load: the file holds the graph's bf16 vectors only), so a search
  *   reads its candidates' rows without their vectors; a candidate's score uses its vector as of the
@@ -44,6 +45,13 @@ import { dims, type SqlRunner } from './vector-backend.ts';
 export const CATCH_UP_MS = 500;
 const SETTLE_MS = 5_000;
 const SAVE_EVERY_MS = 5 * 60_000;
+/**
+ * Saved also once no change came for SAVE_IDLE_MS (at most every SAVE_IDLE_MIN_MS), so
+ * that the file of an instance at rest holds the graph it answers with: `ldp backup` copies it,
+ * and a restore that rebuilt the graph instead would answer near-ties differently (issue 31).
+ */
+const SAVE_IDLE_MS = 10_000;
+const SAVE_IDLE_MIN_MS = 30_000;
 /** Rows read per step of a build or a catch-up. */
 const READ_BATCH = 2000;
 /** Rows caught up in one slice when no search ran lately: one `add` on every core (~75 ms of upserts on the full file). */
@@ -239,6 +247,7 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
   const history: { at: number; cursor: number }[] = [];
   let dirty = false;
   let lastSave = Date.now();
+  let lastChange = 0;
   let buildSeconds: number | undefined;
   let timer: NodeJS.Timeout | undefined;
   let busy: Promise<unknown> = Promise.resolve();
@@ -490,7 +499,9 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
     // Entries older than the read window can no longer be read again.
     const floor = history[0].cursor;
     if (applied.size > 10_000) for (const [k, s] of applied) if (s <= floor) applied.delete(k);
-    if (dirty && Date.now() - lastSave > SAVE_EVERY_MS) await save();
+    const at = Date.now();
+    if (count) lastChange = at;
+    if (dirty && (at - lastSave > SAVE_EVERY_MS || (at - lastChange >= SAVE_IDLE_MS && at - lastSave >= SAVE_IDLE_MIN_MS))) await save();
     return count;
   }
 

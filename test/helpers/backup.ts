@@ -3,6 +3,8 @@
  * an error report, each read over HTTP from a running instance.
  */
 import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
 import { parse } from 'csv-parse/sync';
 import pg from 'pg';
 import { expect } from 'vitest';
@@ -63,3 +65,19 @@ export async function searchSettled(searchUrl: string, databaseUrl: string, expe
   }
 }
 
+
+/** Waits until the search process of `dataDir` saved its usearch index file up to the last write of `databaseUrl`. */
+export async function indexSaved(dataDir: string, databaseUrl: string): Promise<void> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const { rows: [seq] } = await client.query('SELECT max(change_seq)::int AS n FROM search.items');
+    const meta = path.join(dataDir, 'search-index', 'ldp-hashing-ngram-v1-none-384.usearch.json');
+    await until('the vector index file saved', async () => {
+      const saved = await readFile(meta, 'utf8').then((t) => JSON.parse(t) as { cursor: number }, () => undefined);
+      return (saved?.cursor ?? -1) >= seq.n;
+    }, 60_000);
+  } finally {
+    await client.end();
+  }
+}

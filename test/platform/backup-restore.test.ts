@@ -3,7 +3,8 @@
  * embedded database holds seekers onboarded by `ldp upload` (with an error report), a registration
  * link and their search index; `ldp backup` copies it while it runs; `ldp restore` refuses a target
  * that is not empty, a corrupted file and a different PII key, then restores into a fresh DATA_DIR;
- * started there, the instance answers the same searches, exports the same phones, serves the same
+ * started there, the instance loads the search index file saved before the backup (the same graph,
+ * not a rebuilt one: an HNSW graph built again answers near-ties differently) and answers the same searches, exports the same phones, serves the same
  * error report, accepts the tokens and keys made before, and registers through the same link.
  */
 import type { ChildProcess } from 'node:child_process';
@@ -17,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../lib/platform/free-port.ts';
 import { runLdp, spawnLdpUntil, stopChild } from '../helpers/cli.ts';
 import { createTestDatabase, tempDir } from '../helpers/platform.ts';
-import { observe, searchSettled, type Observed } from '../helpers/backup.ts';
+import { indexSaved, observe, searchSettled, type Observed } from '../helpers/backup.ts';
 
 let root: string;
 const children: ChildProcess[] = [];
@@ -91,6 +92,8 @@ describe('ldp backup and ldp restore on the embedded default', () => {
     before = await observe(a.urls, auth, participantIds, uploadId);
     expect(before.phones.size).toBe(passed);
     expect(before.searches.slice(0, -1).some((s) => s.ids.length > 0)).toBe(true);
+    // At rest, the search process saves its graph (within SAVE_IDLE_MIN_MS of the build it saved at start).
+    await indexSaved(envA.DATA_DIR, dbA);
 
     // While it runs.
     backupDir = path.join(root, 'backup');
@@ -111,6 +114,8 @@ describe('ldp backup and ldp restore on the embedded default', () => {
     expect(paths).toContain('database/cluster/backup_label');
     expect(paths).toContain('database/cluster/global/pg_control');
     expect(paths.filter((p: string) => p.startsWith('objects/'))).toHaveLength(2);
+    expect(paths.filter((p: string) => p.startsWith('search-index/')).sort()).toEqual([
+      'search-index/ldp-hashing-ngram-v1-none-384.usearch', 'search-index/ldp-hashing-ngram-v1-none-384.usearch.json']);
     for (const f of manifest.files) expect(f).toEqual({ path: expect.any(String), size: expect.any(Number), sha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
   });
 
@@ -158,8 +163,11 @@ describe('ldp backup and ldp restore on the embedded default', () => {
     expect(restored.stdout).toMatch(/^verifying \d+ files against/);
     const r = await start(envR);
     const { database_url: dbR } = JSON.parse(await readFile(path.join(envR.DATA_DIR, 'instance.json'), 'utf8'));
-    // The search process's index file is not in the backup: rebuilt from PostgreSQL at start.
+    // The search process's index file came back: loaded at start, not rebuilt.
     await searchSettled(r.urls.search, dbR, passed);
+    const { checks } = await (await fetch(`${r.urls.search}/ready`)).json() as { checks: { vector_backend: Record<string, unknown> } };
+    expect(checks.vector_backend).toMatchObject({ backend: 'usearch', state: 'ready', size: passed });
+    expect(checks.vector_backend.build_seconds).toBeUndefined();
     const after = await observe(r.urls, auth, participantIds, uploadId);
     expect(after.searches).toEqual(before.searches);
     expect(after.phones).toEqual(before.phones);
