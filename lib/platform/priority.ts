@@ -5,7 +5,7 @@
  * priority (a higher nice value), which needs no privilege; setpriority(2), through node's
  * `os.setPriority`.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import type { Pool } from './db.ts';
 
@@ -31,6 +31,8 @@ export function lowerThreadPriority(nice: number): void {
  * parallel part ran at full priority beside people's requests — the dashboard rollup's scan of every
  * participant, recomputed after each registration, kept ~0.3 cores of nice-0 parallel workers busy
  * during a bulk upload (docs/decisions.md, "Search under load").
+ * Its autogroup is reniced too (lowerAutogroupPriority): without that, where the kernel groups
+ * sessions, the backend's own nice value changes nothing against other backends.
  */
 export function lowerSessionPriority(pool: Pool, nice: number): void {
   pool.on('connect', (client) => {
@@ -43,8 +45,35 @@ export function lowerSessionPriority(pool: Pool, nice: number): void {
       // Not visible here, or not ours to renice: the session keeps its priority.
       return;
     }
+    lowerAutogroupPriority(pid, nice);
     // Queued before anything the pool's caller sends on this session. A failure only leaves the
     // default (the session's next statement fails the same way if the connection broke).
     client.query('SET max_parallel_workers_per_gather = 0').catch(() => {});
   });
+}
+
+/** Tries of an autogroup's renice that the kernel refused for its rate (EAGAIN), 110 ms apart. */
+const AUTOGROUP_TRIES = 20;
+
+/**
+ * Sets the nice value of the autogroup of process `pid` to `nice` unless it is that high already,
+ * when `pid` leads a session of its own (its session id is its pid), as every PostgreSQL backend
+ * does (it calls setsid(2) when the postmaster forks it). With autogroup scheduling (sched(7),
+ * kernel.sched_autogroup_enabled: on in Debian's and Ubuntu's kernels) each session is a group that
+ * shares the CPU with the others by the group's nice value alone, whatever its processes' nice
+ * values: a backend at BACKGROUND_NICE still took as much CPU as a request's backend (measured:
+ * docs/decisions.md, "Search under load"). Never done for a session that holds other processes
+ * (an `ldp` process started from a shell shares that shell's). An unprivileged process may renice
+ * one autogroup per 100 ms on the whole host (EAGAIN otherwise): tried again AUTOGROUP_TRIES times.
+ * A kernel without autogroups (no /proc/PID/autogroup), or a process gone: nothing happens.
+ */
+export function lowerAutogroupPriority(pid: number, nice: number, tries = AUTOGROUP_TRIES): void {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[3]) !== pid) return;
+    const current = Number(/nice\s+(-?\d+)/.exec(readFileSync(`/proc/${pid}/autogroup`, 'latin1'))?.[1] ?? 0);
+    if (current < nice) writeFileSync(`/proc/${pid}/autogroup`, String(nice));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EAGAIN' && tries > 1) setTimeout(() => lowerAutogroupPriority(pid, nice, tries - 1), 110).unref();
+  }
 }
