@@ -25,7 +25,8 @@
  * Environment: BENCH_ROWS (first N records only, for a quick run), BENCH_XLSX=0 (skip the XLSX
  * run), BENCH_MODES (default `worker,start,upsert`), BENCH_WORKER_CONCURRENCY (default WORKER_CONCURRENCY), BULK_UPLOAD_CHUNK_ROWS,
  * BENCH_CPU_PROF=dir (a CPU profile of the worker), BENCH_PG_STATEMENTS=1 (PostgreSQL's costliest
- * statements of each run, from pg_stat_statements, nested ones included), BENCH_REPORT_MS (progress line interval),
+ * statements of each run, from pg_stat_statements, nested ones included; its WAL by record type and
+ * full-page images by relation, from pg_walinspect), BENCH_REPORT_MS (progress line interval),
  * BENCH_PG_SETTINGS (name=value,… set on each fresh embedded server before the run, e.g. max_wal_size=4GB).
  * Prints the figures and writes bench/results/bulk-upload.json.
  *
@@ -139,6 +140,8 @@ interface RunResult {
   /** BENCH_PG_STATEMENTS=1: CPU of automatic vacuums and analyzes per table since the server started (all runs so far). */
   autovacuum_cpu_seconds?: Record<string, number>;
   autovacuum_cpu_seconds_with_search_indexing?: Record<string, number>;
+  /** BENCH_PG_STATEMENTS=1: the run's WAL up to `completed` by record type, and its full-page images by relation (pg_walinspect). */
+  wal_records?: Awaited<ReturnType<typeof walRecords>>;
   job: Pick<BulkUploadJson, 'status' | 'status_reason' | 'total_rows' | 'passed' | 'failed' | 'skipped' | 'mode' | 'created' | 'updated' | 'unchanged'>;
   accounted: boolean;
   /** Time after `completed` until the worker's queue was empty (search indexing of the items). */
@@ -147,6 +150,31 @@ interface RunResult {
 
 /** PostgreSQL's write-ahead log up to `completed`: bytes, full-page images, requested checkpoints. */
 interface WalWritten { mb: number; full_page_images: number; checkpoints: number }
+
+/** WAL of one record type or relation (pg_walinspect): records (or blocks), MB, full-page images and their MB. */
+interface WalRecords { what: string; count: number; mb: number; fpi?: number; fpi_mb: number }
+
+/**
+ * BENCH_PG_STATEMENTS=1: the WAL written between two LSNs by record type (`pg_get_wal_stats`), and
+ * its full-page images by relation (`pg_get_wal_block_info`); the largest 15 of each.
+ */
+async function walRecords(pool: PlatformHandle['ctx']['pool'], from: string, to: string): Promise<{ by_record_type: WalRecords[]; fpi_by_relation: WalRecords[] } | undefined> {
+  if (!PG_STATEMENTS || SERVER_URL) return undefined;
+  await pool.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
+  const { rows: byType } = await pool.query<WalRecords>(
+    `SELECT "resource_manager/record_type" AS what, count::int, round(combined_size::numeric / 1048576, 1)::float8 AS mb,
+            round(fpi_size::numeric / 1048576, 1)::float8 AS fpi_mb
+       FROM pg_get_wal_stats($1::pg_lsn, $2::pg_lsn, true) ORDER BY combined_size DESC LIMIT 15`, [from, to]);
+  const { rows: byRelation } = await pool.query<WalRecords>(
+    `SELECT coalesce(c.oid::regclass::text, b.relfilenode::text) || ' ' || b.relforknumber AS what, count(*)::int AS count,
+            round(sum(b.block_data_length + coalesce(b.block_fpi_length, 0))::numeric / 1048576, 1)::float8 AS mb,
+            count(*) FILTER (WHERE b.block_fpi_length > 0)::int AS fpi, round(sum(coalesce(b.block_fpi_length, 0))::numeric / 1048576, 1)::float8 AS fpi_mb
+       FROM pg_get_wal_block_info($1::pg_lsn, $2::pg_lsn, false) b LEFT JOIN pg_class c ON c.relfilenode = b.relfilenode
+      GROUP BY 1 ORDER BY 4 DESC, 3 DESC LIMIT 15`, [from, to]);
+  return { by_record_type: byType, fpi_by_relation: byRelation };
+}
+
+const currentLsn = async (pool: PlatformHandle['ctx']['pool']) => (await pool.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn')).rows[0].lsn;
 
 /** WAL counters so far (pg_stat_wal; checkpoints from pg_stat_checkpointer in PostgreSQL 17, pg_stat_bgwriter before). */
 async function walWritten(pool: PlatformHandle['ctx']['pool']): Promise<WalWritten> {
@@ -224,6 +252,7 @@ async function onboard(platform: PlatformHandle, workerEnv: NodeJS.ProcessEnv, c
     const started = Date.now();
     await resetStatements(ctx.pool);
     const walBefore = await walWritten(ctx.pool);
+    const lsnBefore = await currentLsn(ctx.pool);
     const cpuBefore = { services: process.cpuUsage(), postgres: await postgresCpuSeconds(clusterDir), worker: (await cpuSeconds(worker.pid!)).own };
     /** CPU seconds used since `before` by the worker, the services (this process) and PostgreSQL, and per 1,000 rows once known. */
     const cpuSince = async (before: typeof cpuBefore) => {
@@ -265,6 +294,7 @@ async function onboard(platform: PlatformHandle, workerEnv: NodeJS.ProcessEnv, c
     const rss = (await rssMb(worker.pid!)).peak;
     const cpuAtCompletion = await cpuSince(cpuBefore);
     const walAtCompletion = walSince(walBefore, await walWritten(ctx.pool));
+    const walRecordsAtCompletion = await walRecords(ctx.pool, lsnBefore, await currentLsn(ctx.pool));
     const statementsAtCompletion = await topStatements(ctx.pool);
     const autovacuumAtCompletion = await autovacuumCpu(clusterDir);
     // Search indexing of the pushed items may still be queued: drained before the next run, so
@@ -293,6 +323,7 @@ async function onboard(platform: PlatformHandle, workerEnv: NodeJS.ProcessEnv, c
       ...(statementsAtCompletion ? {
         postgres_statements: statementsAtCompletion, postgres_statements_with_search_indexing: await topStatements(ctx.pool),
         autovacuum_cpu_seconds: autovacuumAtCompletion, autovacuum_cpu_seconds_with_search_indexing: await autovacuumCpu(clusterDir),
+        wal_records: walRecordsAtCompletion,
       } : {}),
       accounted: job.passed + job.failed + job.skipped === rows,
       search_indexing_after_completion_seconds: Number(drainSeconds.toFixed(1)),

@@ -42,7 +42,7 @@ import { enqueue } from '../lib/platform/jobs.ts';
 import { goLiveStatus, type Domain } from '../lib/network/config.ts';
 import {
   backfillContentHashes, bulkParticipantIds, deleteParticipants, findRegistered, insertParticipants, participantItem, participantKeys,
-  recordChanges, recordLifecycle, updateParticipants, writeParticipants, type NewParticipant, type ParticipantChange, type StoredColumns,
+  recordChanges, recordLifecycle, updateParticipants, writeParticipants, type NewParticipant, type ParticipantChange, type ParticipantUpdate, type StoredColumns,
 } from '../lib/aggregator/participants.ts';
 import { mappedFields, planRows, type PlanScope, type StoredParticipant } from '../lib/aggregator/bulk/upsert.ts';
 import { createSignalsClient, itemPerson, MAX_ITEMS_PER_REQUEST } from '../lib/clients/signals-client.ts';
@@ -73,8 +73,8 @@ interface Candidate extends NewParticipant {
   rowNumber: number;
   cells: string[];
   item: ItemInput;
-  update?: { stored: StoredParticipant; fields: string[]; resume: boolean };
-  contentHash?: Buffer;
+  /** `undo`: the participant's columns as read (`storedColumns`), as JSON text, to write back if signals refuses the item. */
+  update?: { undo: string; fields: string[]; resume: boolean };
 }
 
 /** What a chunk's rows came to. */
@@ -231,6 +231,7 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
       const candidates: Candidate[] = [];
       const changed: Candidate[] = [];
       const backfill: { participantId: string; hash: Buffer }[] = [];
+      const updates: ParticipantUpdate[] = [];
       plans.forEach((p, i) => {
         const { rowNumber, cells, participant } = coerced[i];
         if (p.kind === 'create') candidates.push(candidate(rowNumber, cells, participantIdOf(rowNumber), participant));
@@ -241,18 +242,22 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
           results.push({ rowNumber, cells, outcome: p.kind, errors: p.errors });
         } else {
           const c = candidate(rowNumber, cells, p.stored.participant_id, p.participant, p.keys);
-          c.contentHash = p.hash;
           // What signals will answer: a paused or retired item keeps its status through an update.
           if (p.stored.lifecycle_status === 'paused' || p.stored.lifecycle_status === 'retired') c.lifecycleStatus = p.stored.lifecycle_status;
-          c.update = { stored: p.stored, fields: p.changes.map((ch) => ch.field), resume: p.resume };
+          const fields = p.changes.map((ch) => ch.field);
+          // The stored row is kept as text until the push is answered: a few hundred bytes, where
+          // the row as read (profile object, buffers) held a few kB for each of up to 3,000 rows
+          // a chunk has in flight (the worker's peak RSS, issue 30).
+          c.update = { undo: JSON.stringify(storedColumns(p.stored)), fields, resume: p.resume };
           changed.push(c);
+          updates.push({
+            participantId: c.participantId, participant: c.participant, keys: c.keys, contentHash: p.hash, resume: p.resume,
+            expectedHash: p.stored.content_hash, kept: keptCiphertexts(domain, p.stored, fields),
+          });
         }
       });
       await backfillContentHashes(client, backfill);
-      await updateParticipants(client, ctx.pii, scope, changed.map((c) => ({
-        participantId: c.participantId, participant: c.participant, keys: c.keys, contentHash: c.contentHash!, resume: c.update!.resume,
-        expectedHash: c.update!.stored.content_hash,
-      })));
+      await updateParticipants(client, ctx.pii, scope, updates);
       return { candidates, changed };
     };
 
@@ -269,7 +274,7 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
       stored.forEach((c, i) => {
         const answer = answers[i];
         if (answer.outcome === 'invalid' || answer.outcome === 'conflict' || !answer.lifecycle_status) {
-          if (c.update) undone.push(storedColumns(c.update.stored));
+          if (c.update) undone.push(JSON.parse(c.update.undo) as StoredColumns);
           else refusedNew.push(c.participantId);
           results.push({ rowNumber: c.rowNumber, cells: c.cells, outcome: 'failed', errors: [{ field: '(item)', message: `signals refused the item: ${answer.message ?? answer.outcome}` }] });
           return;
@@ -325,6 +330,15 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
       });
     }
   }
+}
+
+/** The stored ciphertexts of the identity fields of `domain` an update leaves unchanged (`changed`: the names of the fields it changes). */
+function keptCiphertexts(domain: Domain, stored: StoredParticipant, changed: string[]): ParticipantUpdate['kept'] {
+  const kept: ParticipantUpdate['kept'] = {};
+  for (const field of domain.fields) {
+    if (field.identity && !changed.includes(field.name)) kept[field.identity] = stored[`${field.identity}_encrypted`] ?? null;
+  }
+  return kept;
 }
 
 /** A participant's columns as read (`findMatches` with `full`), to write back. */

@@ -186,6 +186,11 @@ export interface ParticipantUpdate {
   resume: boolean;
   /** The content hash the participant held when it was compared (null: stored before hashes were kept). */
   expectedHash: Buffer | null;
+  /**
+   * Stored ciphertexts of identity values the update leaves as they are, written back unchanged
+   * instead of encrypting the same value again (an AES-GCM encryption per row and field).
+   */
+  kept?: Partial<Record<'name' | 'phone' | 'email', string | null>>;
 }
 
 /** A participant changed by someone else since an update compared it: the caller's transaction must roll back and try again. */
@@ -195,7 +200,7 @@ export class ParticipantChangedError extends Error {
 
 /**
  * Writes `updates` of one aggregator's participants in one statement, in the caller's
- * transaction: identity re-encrypted with `pii`, blind indexes, profile, locations, content hash;
+ * transaction: identity re-encrypted with `pii` (but for the `kept` ciphertexts), blind indexes, profile, locations, content hash;
  * `paused_by_upload_id` cleared when resumed. Optimistic: each is written only if the participant
  * still holds `expectedHash` (the content it was compared with). A participant another
  * transaction changed meanwhile (it waits for that one to end, then finds the hash changed) is
@@ -210,11 +215,11 @@ export async function updateParticipants(client: PoolClient, pii: PiiCrypto, sco
   if (updates.length === 0) return;
   const identityFields = fieldNames(scope.domain, 'identity');
   const enc = (v: string | undefined) => (v === undefined ? null : pii.encrypt(v));
-  const written = await writeParticipants(client, scope.aggregatorId, updates.map(({ participantId, participant: p, keys, contentHash: hash, resume, expectedHash }) => ({
+  const written = await writeParticipants(client, scope.aggregatorId, updates.map(({ participantId, participant: p, keys, contentHash: hash, resume, expectedHash, kept = {} }) => ({
     participant_id: participantId,
-    name_encrypted: enc(p.identity.name),
-    phone_encrypted: enc(p.identity.phone),
-    email_encrypted: enc(p.identity.email),
+    name_encrypted: kept.name !== undefined ? kept.name : enc(p.identity.name),
+    phone_encrypted: kept.phone !== undefined ? kept.phone : enc(p.identity.phone),
+    email_encrypted: kept.email !== undefined ? kept.email : enc(p.identity.email),
     phone_index: keys.phoneIndex?.toString('hex') ?? null,
     email_index: keys.emailIndex?.toString('hex') ?? null,
     external_id: keys.externalId ?? null,

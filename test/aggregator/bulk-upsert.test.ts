@@ -280,6 +280,8 @@ describe('upsert by phone (a domain without an external id)', () => {
     expect(platform.ctx.pii.decrypt(p.email_encrypted)).toBe('priya.s@example.in');
     expect(p.email_index.equals(platform.ctx.pii.blindIndex('email', 'priya.s@example.in'))).toBe(true);
     expect(p.profile.skills).toEqual(['electrician', 'wiring']);
+    // The name and phone the row leaves as they were keep their ciphertexts (not encrypted again).
+    expect([p.name_encrypted, p.phone_encrypted]).toEqual([priya.name_encrypted, priya.phone_encrypted]);
     expect(stored.get(ravi.participant_id)!.updated_at).toEqual(ravi.updated_at);
     // Asha repeats Ravi's e-mail within the file: skipped, as in any upload.
     expect((await errorReport(platform, agg.token, job.upload_id)).body).toContain('email repeats row 3 of this file');
@@ -370,5 +372,23 @@ describe('an update written over a participant that changed since it was compare
     await withTransaction(platform.ctx.pool, (client) => updateParticipants(client, platform.ctx.pii, { aggregatorId: agg.aggregatorId, domain },
       [{ ...update, expectedHash: current.content_hash }]));
     expect((await byExternalId(agg)).get('F-1')!.profile.locality).toBe('Stale');
+  });
+});
+
+describe('an update signals refuses', () => {
+  it('fails its row and writes the participant back as it was read; the other rows of the chunk are updated', async () => {
+    const agg = await platform.aggregator({ types: ['provider'] });
+    await run(agg, [facility(1), facility(2)]);
+    const before = (await byExternalId(agg)).get('F-1')!;
+    // Signals holds item F-1 as another item type now: it answers `conflict` to the push of its update.
+    await platform.ctx.pool.query(`UPDATE signals.items SET item_type = 'other' WHERE item_id = $1`, [before.participant_id]);
+    const job = await run(agg, [facility(1, 'Moved'), facility(2, 'Moved')], { mode: 'upsert' });
+    expect(job).toMatchObject({ status: 'completed', updated: 1, failed: 1, created: 0 });
+    expect((await errorReport(platform, agg.token, job.upload_id)).body).toContain('signals refused the item');
+    const after = await byExternalId(agg);
+    const columns = ['name_encrypted', 'phone_encrypted', 'email_encrypted', 'phone_index', 'email_index', 'external_id', 'profile', 'locations', 'content_hash'];
+    const pick = (p: Record<string, unknown>) => Object.fromEntries(columns.map((c) => [c, p[c]]));
+    expect(pick(after.get('F-1')!)).toEqual(pick(before));
+    expect(after.get('F-2')!.profile.locality).toBe('Moved');
   });
 });
