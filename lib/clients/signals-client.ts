@@ -55,7 +55,7 @@ export interface LifecycleMoveAnswer {
 
 export interface SignalsClient {
   /**
-   * Upserts `items` (any number; split into requests of at most 1000 items and `maxBodyBytes`),
+   * Upserts `items` (any number; split into requests of at most PUSH_ITEMS_PER_REQUEST items and `maxBodyBytes`),
    * returning one result per item, in input order. Upserting the same item twice is harmless
    * (signals answers `unchanged`), so a failed call may simply be repeated.
    * @throws SignalsUnavailableError
@@ -70,6 +70,15 @@ export interface SignalsClient {
 }
 
 export const MAX_ITEMS_PER_REQUEST = 1000;
+
+/**
+ * Items per request of `pushItems`, fewer than signals takes (MAX_ITEMS_PER_REQUEST): signals
+ * handles a batch in long stretches of its event loop (the body parsed, each item and its person
+ * checked, the upsert's statement built; ~0.1 ms an item), and in `ldp start` that loop also
+ * answers people's searches. A bulk upload's batches of 1,000 held it up to 280 ms at a time
+ * (profiled under the soak, docs/decisions.md "Search under load"); 200 keep a stretch near 20 ms.
+ */
+export const PUSH_ITEMS_PER_REQUEST = 200;
 
 /**
  * A client of the signals service at `baseUrl` (e.g. ctx.urls.signals).
@@ -118,7 +127,7 @@ export function createSignalsClient(options: { baseUrl: string; apiKey: string; 
       for (const item of items) {
         const json = JSON.stringify(item);
         const size = Buffer.byteLength(json) + 1;
-        if (batch.length && (batch.length === MAX_ITEMS_PER_REQUEST || bytes + size > budget)) {
+        if (batch.length && (batch.length === PUSH_ITEMS_PER_REQUEST || bytes + size > budget)) {
           results.push(...await post<ItemPushResult>(batchUrl, batch));
           batch = [];
           bytes = 0;
