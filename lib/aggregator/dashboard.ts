@@ -56,13 +56,26 @@ export interface StoredDashboard {
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
 /**
+ * Job priority of a recomputation (graphile-worker runs numerically smaller first; default 0): a
+ * person's GET may wait for it (DASHBOARD_REFRESH_WAIT_MS), and a pending job replaced under its
+ * key goes to the back of its priority, so at 0 it starved behind a bulk upload's queue while
+ * registrations (one a second) kept replacing it: >60 s, and every GET then waited 10 s (the soak,
+ * docs/decisions.md "Search under load").
+ */
+export const DASHBOARD_REFRESH_PRIORITY = -10;
+
+/**
  * Enqueues a recomputation of `aggregatorId`'s rollup (job key `dashboard:<id>`: one pending job
- * per aggregator however often it is asked; a job already running is followed by a new one).
+ * per aggregator however often it is asked; a job already running is followed by a new one), ahead
+ * of background jobs (DASHBOARD_REFRESH_PRIORITY).
  * Call it after anything that changes an aggregator's participants or uploads — e.g. a public
  * registration — in the transaction that made the change.
  */
 export async function enqueueDashboardRefresh(db: Queryable, aggregatorId: string): Promise<void> {
-  await enqueue(db, { task: DASHBOARD_REFRESH_TASK, payload: { aggregator_id: aggregatorId }, jobKey: `dashboard:${aggregatorId}`, maxAttempts: 5 });
+  await enqueue(db, {
+    task: DASHBOARD_REFRESH_TASK, payload: { aggregator_id: aggregatorId }, jobKey: `dashboard:${aggregatorId}`, maxAttempts: 5,
+    priority: DASHBOARD_REFRESH_PRIORITY,
+  });
 }
 
 /**

@@ -5,6 +5,7 @@
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { computeDashboard } from '../../lib/aggregator/dashboard.ts';
+import { enqueueMany } from '../../lib/platform/jobs.ts';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.ts';
 
 describe('dashboard freshness without a worker', () => {
@@ -34,6 +35,18 @@ describe('dashboard freshness without a worker', () => {
     expect(stale.status).toBe(200);
     expect(stale.body.metadata).toMatchObject({ computed_at: computed.computed_at, refreshed: false, stale: true, ttl_seconds: 1 });
     expect(stale.body.by_domain.map((d: { domain: string; total_matching: number }) => [d.domain, d.total_matching])).toEqual([['seeker', 0], ['provider', 0]]);
+  });
+
+  it('queues the recomputation ahead of background jobs queued before it', async () => {
+    const agg = await platform.aggregator();
+    // A bulk upload's indexing queued first (never run here: no worker).
+    await enqueueMany(platform.ctx.pool, Array.from({ length: 5 }, () => ({ task: 'search-index-items', payload: { items: [] } })));
+    expect((await get(agg.token)).status).toBe(503);
+    // graphile-worker takes the next job by priority, then run_at, then id.
+    const { rows } = await platform.ctx.pool.query(
+      `SELECT t.identifier FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks t ON t.id = j.task_id
+        WHERE j.key = $1 OR t.identifier = 'search-index-items' ORDER BY j.priority, j.run_at, j.id`, [`dashboard:${agg.aggregatorId}`]);
+    expect(rows.map((r) => r.identifier)).toEqual(['aggregator-dashboard-refresh', ...Array(5).fill('search-index-items')]);
   });
 
   it('allows 10 refresh=true a minute per aggregator, then 429 with Retry-After', async () => {
