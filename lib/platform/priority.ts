@@ -52,8 +52,8 @@ export function lowerSessionPriority(pool: Pool, nice: number): void {
   });
 }
 
-/** Tries of an autogroup's renice that the kernel refused for its rate (EAGAIN), 110 ms apart. */
-const AUTOGROUP_TRIES = 20;
+/** Tries of an autogroup's renice that the kernel refused for its rate (EAGAIN), 110 ms apart: one write a round succeeds, so 50 sessions opened at once all get theirs. */
+const AUTOGROUP_TRIES = 50;
 
 /**
  * Sets the nice value of the autogroup of process `pid` to `nice` unless it is that high already,
