@@ -245,9 +245,9 @@ export function bulkUploadChunk(ctx: PlatformContext): Task {
           // What signals will answer: a paused or retired item keeps its status through an update.
           if (p.stored.lifecycle_status === 'paused' || p.stored.lifecycle_status === 'retired') c.lifecycleStatus = p.stored.lifecycle_status;
           const fields = p.changes.map((ch) => ch.field);
-          // The stored row is kept as text until the push is answered: a few hundred bytes, where
-          // the row as read (profile object, buffers) held a few kB for each of up to 3,000 rows
-          // a chunk has in flight (the worker's peak RSS, issue 30).
+          // The stored row is kept as one string until the push is answered (to undo a refused
+          // one), not as read (profile object, arrays, buffers), for each of up to 3,000 rows a
+          // chunk has in flight (the worker's peak RSS, issue 30).
           c.update = { undo: JSON.stringify(storedColumns(p.stored)), fields, resume: p.resume };
           changed.push(c);
           updates.push({
