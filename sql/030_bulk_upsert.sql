@@ -11,12 +11,6 @@
 ALTER TABLE aggregator.participants
   ADD COLUMN content_hash bytea,
   ADD COLUMN paused_by_upload_id uuid;
--- Room on each page for a new version of its rows: an update changes no indexed column (keys
--- and blind indexes keep their values), so with space on the page it is a HOT update, written
--- into no index. At the default (100) the pages an upload fills are full, and each update of a
--- list wholly changed inserted into every index of the table; the table would reach about this
--- size after its first such upload anyway (the new versions on new pages).
-ALTER TABLE aggregator.participants SET (fillfactor = 50);
 
 ALTER TABLE aggregator.bulk_uploads
   ADD COLUMN mode text NOT NULL DEFAULT 'create' CHECK (mode IN ('create', 'upsert', 'update')),
