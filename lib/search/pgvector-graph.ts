@@ -179,7 +179,8 @@ export function startGraphUpkeep(deps: {
     }
     const graph = indexes.find((i) => i.name === graphIndexName(dimensions, gens.graph) && i.valid);
     const graphRows = Math.max(0, graph?.tuples ?? 0);
-    const threshold = Math.max(rebuildMinRows, REBUILD_SHARE * graphRows);
+    // Whole rows: half an odd graph (or a fractional reltuples) is no LIMIT.
+    const threshold = Math.floor(Math.max(rebuildMinRows, REBUILD_SHARE * graphRows));
     // Counted up to the threshold: past it, the exact size changes nothing.
     const { rows: [{ n: tail }] } = await client.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM (SELECT 1 FROM search.items WHERE ann_gen > $1 LIMIT $2) t`, [gens.graph, threshold + 1]);

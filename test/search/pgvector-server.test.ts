@@ -173,6 +173,18 @@ describe.skipIf(inject('vectorBackend') !== 'pgvector')('the graph of pgvector: 
     expect((await graphIndexes()).map((i) => i.name)).toEqual([graphIndexName(384, 3)]);
   });
 
+  it('moves the tail of a graph of an odd number of rows (half of it is no whole row)', async () => {
+    // 1,340 rows in the graph (generation 3): 671 more outgrow half of it and build 2,011.
+    await write(facilities(1340, 671));
+    expect(await upkeep.runOnce()).toBe('built');
+    expect((await pool.query<{ n: number }>(`SELECT reltuples::int AS n FROM pg_class WHERE relname = $1`, [graphIndexName(384, 4)])).rows[0].n).toBe(2011);
+    await write(facilities(2011, 5));
+    expect(await upkeep.runOnce()).toBe('moved');
+    expect(upkeep.status()).toMatchObject({ state: 'ready', tail_rows: 5 });
+    expect(await upkeep.runOnce()).toBe('none');
+    await sameAsExact();
+  });
+
   it('runs one upkeep at a time across search processes', async () => {
     const other = startGraphUpkeep({ pool, logger, dimensions: 384, manual: true });
     try {
