@@ -515,7 +515,7 @@ const filesUnder = (manifest: BackupManifest, prefix: string) =>
 /**
  * Restores a verified backup (readManifest, verifyBackup) into an empty target (targetProblems):
  * the keys, the search index's files, the objects, the database (a base backup started once, replaying its WAL; a dump
- * through pg_restore in one transaction), then the pending migrations. On failure, what it wrote
+ * through pg_restore in one transaction, then ANALYZE), then the pending migrations. On failure, what it wrote
  * into DATA_DIR and the object storage is removed again.
  * @throws BackupError when PostgreSQL or pg_restore refuses
  */
@@ -576,7 +576,15 @@ export async function restoreBackup(dir: string, manifest: BackupManifest, targe
     try {
       const pool = createPool(url!, 2);
       try {
-        return { migrationsApplied: await migrate(pool) };
+        const migrationsApplied = await migrate(pool);
+        if (manifest.database.method === 'pg_dump') {
+          // A dump holds no planner statistics (a base backup does): without them search judges
+          // how many rows a condition passes from nothing until autovacuum's ANALYZE (estimated
+          // totals, plans), so the restored database answers differently for a while.
+          await pool.query('ANALYZE');
+          log('database: analyzed (a dump holds no planner statistics)');
+        }
+        return { migrationsApplied };
       } finally {
         await pool.end();
       }

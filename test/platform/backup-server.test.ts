@@ -13,6 +13,7 @@ import { createRequire } from 'node:module';
 import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import request from 'supertest';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BUILT_IN_PLACES, generateSeekers, SEEKER_COLUMNS } from '../../lib/aggregator/fixtures/seekers.ts';
 import { freePort } from '../../lib/platform/free-port.ts';
@@ -94,6 +95,12 @@ describe('ldp backup and ldp restore against DATABASE_URL', () => {
     const restored = await runLdp(['restore', backupDir], env, 180_000);
     expect(restored.code, restored.stderr).toBe(0);
     expect(restored.stdout).toMatch(/database: restored with pg_restore \(PostgreSQL\) \d+/);
+    // Planner statistics (not in a dump) taken at once, not by autovacuum minutes later.
+    const check = new pg.Client({ connectionString: empty });
+    await check.connect();
+    const { rows: [stats] } = await check.query(`SELECT last_analyze FROM pg_stat_user_tables WHERE relid = 'search.items'::regclass`);
+    await check.end();
+    expect(stats.last_analyze).not.toBeNull();
 
     const started = await spawnLdpUntil(['start'], env, (o) => o.includes('worker     running'));
     child = started.child;
