@@ -56,6 +56,7 @@ import { withTransaction } from '../lib/platform/db.ts';
 import type { EmbeddedPostgres } from '../lib/platform/embedded-postgres.ts';
 import { createLogger } from '../lib/platform/logger.ts';
 import { startPlatform, type PlatformHandle } from '../bin/platform.ts';
+import { WORKER_NODE_OPTIONS } from '../workers/runner.ts';
 import { freePort } from '../lib/platform/free-port.ts';
 import { cpuSeconds, postgresCpuSeconds } from './cpu.ts';
 import { PG_STATEMENTS, resetStatements, topStatements, withStatementStats, type StatementCost } from './pg-statements.ts';
@@ -94,7 +95,9 @@ function startWorker(env: NodeJS.ProcessEnv, mode: Mode): ChildProcess {
   // BENCH_CPU_PROF=dir: a V8 CPU profile of the worker (node --cpu-prof), for finding hot spots.
   const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
   const command = mode === 'start' ? 'start' : 'worker';
-  const child = spawn(process.execPath, [...prof, path.join(repo, 'bin/ldp.js'), command], { cwd: repo, env, stdio: ['ignore', 'ignore', 'inherit'] });
+  // `ldp worker` as docker-compose.yml starts it (workers/runner.ts WORKER_NODE_OPTIONS); `ldp start` with node's defaults.
+  const options = mode === 'start' ? [] : WORKER_NODE_OPTIONS.split(' ');
+  const child = spawn(process.execPath, [...prof, ...options, path.join(repo, 'bin/ldp.js'), command], { cwd: repo, env, stdio: ['ignore', 'ignore', 'inherit'] });
   child.on('exit', (code, signal) => {
     if (code !== 0 && signal !== 'SIGTERM') process.stderr.write(`worker exited with ${code ?? signal}\n`);
   });

@@ -33,6 +33,16 @@ export interface WorkerHandle {
 export const WORKER_HEAP_GROWING_PERCENT = 100;
 
 /**
+ * Node options a process that is only a worker (`ldp worker`) is started with (NODE_OPTIONS, or
+ * node's command line: V8 sizes its young generation when it starts, so unlike the heap growth
+ * below this cannot be set from inside). `--max-semi-space-size` caps each of the young
+ * generation's two semi-spaces: V8's default on 64-bit is 16 MB, and bulk onboarding's allocation
+ * rate grows them to it, 32 MB resident. The bench (bench/bulk-upload.ts) and docker-compose.yml
+ * start the worker with them; docs/decisions.md "Bulk onboarding III" has the measurements.
+ */
+export const WORKER_NODE_OPTIONS = '--max-semi-space-size=8';
+
+/**
  * Sets the process's V8 heap growth to WORKER_HEAP_GROWING_PERCENT: a process-wide flag, read by V8
  * at each full collection, so it works after start (`--max-old-space-size` does not). For a
  * process that is only a worker (`ldp worker`): in `ldp start` it would also bound the services'
