@@ -7,7 +7,7 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
-import type { Pool } from './db.ts';
+import type { Pool, PoolClient } from './db.ts';
 
 /**
  * Sets the calling thread's nice value to `nice` unless it is already that high. On Linux the nice
@@ -35,7 +35,12 @@ export function lowerThreadPriority(nice: number): void {
  * sessions, the backend's own nice value changes nothing against other backends.
  */
 export function lowerSessionPriority(pool: Pool, nice: number): void {
-  pool.on('connect', (client) => {
+  // pg-pool's onConnect hook (awaited before the session is handed out), not a 'connect' listener:
+  // a statement queued from the listener ran beside the caller's first one, which node-postgres
+  // reports with a DeprecationWarning on every start.
+  const previous = pool.options.onConnect;
+  (pool.options as { onConnect?: (client: PoolClient) => Promise<void> }).onConnect = async (client) => {
+    await previous?.(client);
     const pid = (client as unknown as { processID: number | null }).processID;
     if (!pid) return;
     try {
@@ -46,10 +51,10 @@ export function lowerSessionPriority(pool: Pool, nice: number): void {
       return;
     }
     lowerAutogroupPriority(pid, nice);
-    // Queued before anything the pool's caller sends on this session. A failure only leaves the
-    // default (the session's next statement fails the same way if the connection broke).
-    client.query('SET max_parallel_workers_per_gather = 0').catch(() => {});
-  });
+    // A failure only leaves the default (the session's next statement fails the same way if the
+    // connection broke).
+    await client.query('SET max_parallel_workers_per_gather = 0').catch(() => {});
+  };
 }
 
 /** Tries of an autogroup's renice that the kernel refused for its rate (EAGAIN), 110 ms apart: one write a round succeeds, so 50 sessions opened at once all get theirs. */
