@@ -617,7 +617,12 @@ export function openUsearchIndex(deps: UsearchIndexDeps): UsearchIndex {
         // graph's kind) fill each other's links and leave parts of the graph unreachable from the
         // entry (600 identical of 900: 568-734 keys for 800 asked, whatever the beam), so a wider
         // search finds no more and the caller takes the exact path.
-        complete = usable < found.keys.length || found.keys.length >= size;
+        // Nor is a candidate past the threshold proof that every closer vector was seen when the
+        // graph answered fewer keys than asked: it did not reach all of itself, and an unreached
+        // vector may be as close as any (identical ones, in the test fixtures and the restore drill
+        // of issue 31: a tied item left out of a page while farther ones were in).
+        const reachedAll = found.keys.length >= Math.min(wanted, size);
+        complete = (reachedAll && usable < found.keys.length) || found.keys.length >= size;
         if (complete || found.keys.length < wanted || wanted >= Math.min(size, MAX_CANDIDATES)) break;
         // Widen by what the filter let through so far (at least 4x).
         const rate = Math.max(passed.length, 1) / checked;
