@@ -49,7 +49,7 @@ describe('background database sessions', () => {
     pools.push(background, foreground);
     lowerSessionPriority(background, 10);
     const before = await session(foreground);
-    if (before.autogroup === undefined) t.skip(); // a kernel without autogroups
+    t.skip(before.autogroup === undefined, 'this kernel has no autogroups (/proc/PID/autogroup is absent; sched(7))');
     // Renices are limited to one per 100 ms on the host (retried): the first statements may come first.
     await until('the background session\'s autogroup to be reniced', async () => (await session(background)).autogroup === Math.max(10, before.autogroup!), 5_000);
     expect(await session(foreground)).toEqual(before);
