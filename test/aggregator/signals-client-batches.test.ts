@@ -3,9 +3,9 @@
  * signals service: split into requests of PUSH_ITEMS_PER_REQUEST items, so that one request never
  * holds signals' event loop for long (docs/decisions.md "Search under load"), the answers in input order.
  */
-import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createSignalsClient, PUSH_ITEMS_PER_REQUEST } from '../../lib/clients/signals-client.ts';
+import { healthCentre } from '../helpers/discover-items.ts';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.ts';
 
 let platform: TestPlatform;
@@ -23,11 +23,7 @@ async function batchRequests(): Promise<number> {
 
 it('pushes items in requests of PUSH_ITEMS_PER_REQUEST, and answers each item in input order', async () => {
   const signals = createSignalsClient({ baseUrl: platform.url('signals'), apiKey: platform.ctx.internalApiKey, maxBodyBytes: platform.config.HTTP_BODY_LIMIT });
-  const items = Array.from({ length: 2 * PUSH_ITEMS_PER_REQUEST + 50 }, (_, i) => ({
-    item_network: 'local-discovery', item_domain: 'provider', item_type: 'facility', item_id: randomUUID(),
-    item_state: { name: `Primary Health Centre ${i}`, category: 'Medical', district: 'Kaithal', state: 'Haryana', latitude: 29.8, longitude: 76.4 },
-    item_locations: [{ lat: 29.8, lng: 76.4 }],
-  }));
+  const items = Array.from({ length: 2 * PUSH_ITEMS_PER_REQUEST + 50 }, (_, i) => healthCentre(i));
   const before = await batchRequests();
   const answers = await signals.pushItems(items);
   expect(await batchRequests() - before).toBe(3);

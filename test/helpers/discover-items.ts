@@ -25,6 +25,16 @@ const facility = (name: string, category: string, district: string, at: Place, e
   item_locations: [at, ...more].map((p) => ({ lat: PLACES[p].lat, lng: PLACES[p].lng })),
 });
 
+/**
+ * Health centre number `i` at one point near Kaithal, with a fresh item id: for tests that only
+ * need many valid, distinct facilities (indexing, catch-up, batching).
+ */
+export const healthCentre = (i: number) => ({
+  item_network: 'local-discovery', item_domain: 'provider', item_type: 'facility', item_id: randomUUID(),
+  item_state: { name: `Primary Health Centre ${i}`, category: 'Medical', district: 'Kaithal', state: 'Haryana', latitude: 29.8, longitude: 76.4 },
+  item_locations: [{ lat: 29.8, lng: 76.4 }],
+});
+
 const seeker = (skills: string[], district: string, at: Place | null, extra: Record<string, unknown> = {}) => ({
   item_network: 'local-discovery', item_domain: 'seeker', item_type: 'seeker_profile', item_id: randomUUID(),
   item_state: { skills, district, state: 'Haryana', ...(at ? { latitude: PLACES[at].lat, longitude: PLACES[at].lng } : {}), ...extra },

@@ -5,7 +5,6 @@
  * a long catch-up (a bulk upload's rows) stops at the close rather than hold it, and the restart
  * catches up the rest.
  */
-import { randomUUID } from 'node:crypto';
 import { readFile, rm } from 'node:fs/promises';
 import request from 'supertest';
 import { expect, it } from 'vitest';
@@ -13,13 +12,8 @@ import { startPlatform } from '../../bin/platform.ts';
 import { createLogger } from '../../lib/platform/logger.ts';
 import { usearchIndexOf } from '../../lib/search/engine.ts';
 import { startTestPlatform } from '../helpers/platform.ts';
+import { healthCentre } from '../helpers/discover-items.ts';
 import { until } from '../helpers/until.ts';
-
-const facility = (i: number) => ({
-  item_network: 'local-discovery', item_domain: 'provider', item_type: 'facility', item_id: randomUUID(),
-  item_state: { name: `Primary Health Centre ${i}`, category: 'Medical', district: 'Kaithal', state: 'Haryana', latitude: 29.8, longitude: 76.4 },
-  item_locations: [{ lat: 29.8, lng: 76.4 }],
-});
 
 it('saves what it caught up when the platform stops', async () => {
   const platform = await startTestPlatform({ services: ['signals', 'search'], worker: true, env: { EMBEDDING_PROVIDER: 'hashing' } });
@@ -28,7 +22,7 @@ it('saves what it caught up when the platform stops', async () => {
     const key = await platform.apiKey('signals');
     const push = async (from: number) => {
       const res = await request(platform.url('signals')).post('/api/v1/items/batch').set('x-api-key', key)
-        .send({ items: Array.from({ length: 10 }, (_, i) => facility(from + i)) });
+        .send({ items: Array.from({ length: 10 }, (_, i) => healthCentre(from + i)) });
       expect(res.body.summary.created).toBe(10);
     };
     const index = (await until('the index', () => usearchIndexOf(platform.ctx)))!;
@@ -60,7 +54,7 @@ it('stops a long catch-up when the platform stops, and catches up the rest after
     await until('the index to be ready', () => index.ready());
     for (let from = 0; from < total; from += 500) {
       const res = await request(platform.url('signals')).post('/api/v1/items/batch').set('x-api-key', key)
-        .send({ items: Array.from({ length: 500 }, (_, i) => facility(from + i)) });
+        .send({ items: Array.from({ length: 500 }, (_, i) => healthCentre(from + i)) });
       expect(res.body.summary.created).toBe(500);
     }
     await until('every item indexed', async () =>
