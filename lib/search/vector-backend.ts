@@ -44,13 +44,16 @@ export function sameModelSql(alias: string, version: ModelVersion, model: { id: 
 /**
  * Session settings for a pgvector search of `limit` rows, as the select list of one statement:
  * `ef_search` of twice the limit, at least 100 (pgvector's default of 40 misses close neighbours
- * among the many near-identical texts of real facility lists), at most 1000; strict-order iterative
- * scans, which keep reading the graph until enough rows pass the filters (pgvector 0.8 "Iterative
- * Index Scans"), for up to ten times the limit's tuples, at least 20,000. Transaction-local: run
- * them inside the query's transaction.
+ * among the many near-identical texts of real facility lists), at most 1000; with `threshold` (the
+ * similar items of a text, up to a cap, not a ranked page) the limit itself: the graph's search was
+ * most of a text request's PostgreSQL time, and a beam of 400 for 200 cost 10.5 ms a statement
+ * against 7.3 (docs/decisions.md, issue 31). Strict-order iterative scans, which keep reading the
+ * graph until enough rows pass the filters (pgvector 0.8 "Iterative Index Scans"), for up to ten
+ * times the limit's tuples, at least 20,000. Transaction-local: run them inside the query's
+ * transaction.
  */
-export function hnswSettings(limit: number): string {
-  const ef = Math.min(1000, Math.max(100, 2 * limit));
+export function hnswSettings(limit: number, threshold = false): string {
+  const ef = Math.min(1000, Math.max(100, threshold ? limit : 2 * limit));
   return `set_config('hnsw.ef_search', '${ef}', true) AS ef_search, set_config('hnsw.iterative_scan', 'strict_order', true) AS iterative_scan,
     set_config('hnsw.max_scan_tuples', '${Math.max(20_000, limit * 10)}', true) AS max_scan_tuples`;
 }

@@ -153,7 +153,7 @@ export function pgvectorIndex(dimensions: number, upkeep?: GraphUpkeep): VectorI
     },
     async search(db, vector, k, filter, minSimilarity) {
       const { rows: [{ g }] } = await db.query<{ g: number }>(
-        `SELECT ${hnswSettings(k)}, (SELECT value::int FROM search.settings WHERE key = 'ann_graph_gen') AS g`);
+        `SELECT ${hnswSettings(k, minSimilarity !== undefined)}, (SELECT value::int FROM search.settings WHERE key = 'ann_graph_gen') AS g`);
       const n = filter.params.length;
       const distance = `(i.embedding::halfvec(${dimensions}) <=> $${n + 1}::real[]::halfvec(${dimensions}))`;
       const part = (graph: boolean, limit: string) => `(SELECT ${neighbourColumns(filter)}, ${distance} AS d, ${graph} AS graph
@@ -172,7 +172,7 @@ export function pgvectorIndex(dimensions: number, upkeep?: GraphUpkeep): VectorI
       let found = passing();
       for (let limit = k; found.length < k && !below() && minSimilarity !== undefined && graph.length === limit && limit < MAX_GRAPH_CANDIDATES;) {
         limit = Math.min(MAX_GRAPH_CANDIDATES, limit * 4);
-        await db.query(`SELECT ${hnswSettings(limit)}`);
+        await db.query(`SELECT ${hnswSettings(limit, true)}`);
         graph = (await db.query<Row>(part(true, `$${n + 2}`), [...params, limit])).rows;
         found = passing();
       }
