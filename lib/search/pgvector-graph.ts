@@ -30,7 +30,7 @@ import type { SqlRunner } from './vector-backend.ts';
  * 64 left clusters of them unreachable (recall@20 of the 20 benchmark texts 0.87 against 0.91 with
  * 128 on 50,000 rows, docs/decisions.md). 256 lets a text's similar items be searched with an
  * ef_search of their cap (hnswSettings): recall@20 0.9625 against 0.9575 with 128, for a build of
- * 123 s against ~100 s on the full file (docs/decisions.md, issue 31).
+ * 119–145 s against 96–112 s on the full file (docs/decisions.md, issue 31).
  */
 export const HNSW_BUILD = { m: 16, ef_construction: 256 };
 
