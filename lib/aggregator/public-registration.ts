@@ -22,6 +22,11 @@ import { findRegistered, insertParticipants, participantItem, participantKeys } 
 
 /** Task pushing one registered participant to signals; payload `{participant_id}`. */
 export const PUSH_PARTICIPANT_TASK = 'aggregator-push-participant';
+/**
+ * A registration is pushed ahead of the queued chunks of any upload (graphile-worker: smaller runs
+ * first), so that the person is found in seconds, not after the upload (docs/decisions.md, issue 32).
+ */
+const PUSH_PARTICIPANT_PRIORITY = -5;
 
 export const ACCOUNT_ONLY_MODE = 'account_only';
 export const CONSENT_FIELDS = ['consent_terms', 'consent_privacy'] as const;
@@ -218,7 +223,10 @@ export async function submitRegistration(
     await client.query('UPDATE aggregator.participants SET registration_link_id = $2, consent = $3 WHERE participant_id = $1',
       [participantId, link.link_id, consent]);
     await countSubmission(client, link.link_id, 'passed');
-    await enqueue(client, { task: PUSH_PARTICIPANT_TASK, payload: { participant_id: participantId }, jobKey: `${PUSH_PARTICIPANT_TASK}:${participantId}` });
+    await enqueue(client, {
+      task: PUSH_PARTICIPANT_TASK, payload: { participant_id: participantId }, jobKey: `${PUSH_PARTICIPANT_TASK}:${participantId}`,
+      priority: PUSH_PARTICIPANT_PRIORITY,
+    });
     const item = participantItem(deps.network, domain, participantId, participant, { createdBy: `aggregator:${link.aggregator_id}`, instanceUrl: deps.instanceUrl });
     return {
       status: 201 as const,

@@ -17,6 +17,17 @@ export type LifecycleStatus = (typeof LIFECYCLE_STATUSES)[number];
 export const SEARCH_INDEX_TASK = 'search-index-items';
 /** Indexing yields to onboarding and other interactive work (graphile-worker: smaller runs first). */
 export const SEARCH_INDEX_PRIORITY = 10;
+/**
+ * A few items (a person's registration, an API write) are indexed ahead of everything queued, an
+ * upload's chunks and their indexing included: during an upload of the full file, a registration
+ * waited ~70 s behind them before it could be found (docs/decisions.md, issue 32).
+ */
+export const SEARCH_INDEX_FEW = { items: 10, priority: -5 };
+
+/** The priority of a search-index job of `items` items (SEARCH_INDEX_FEW, SEARCH_INDEX_PRIORITY). */
+export function searchIndexPriority(items: number): number {
+  return items <= SEARCH_INDEX_FEW.items ? SEARCH_INDEX_FEW.priority : SEARCH_INDEX_PRIORITY;
+}
 
 export interface ItemLocation {
   lat: number;
@@ -213,7 +224,7 @@ export async function upsertItems(client: PoolClient, network: Network, items: I
     await enqueue(client, {
       task: SEARCH_INDEX_TASK,
       payload: { items: Array.from(byId.values(), (s) => s.record) } satisfies IndexItemsPayload,
-      priority: SEARCH_INDEX_PRIORITY,
+      priority: searchIndexPriority(byId.size),
     });
   }
   return items.map((item) => {
@@ -287,7 +298,7 @@ export async function setLifecycleStatuses(client: PoolClient, network: Network,
          FROM unnest($1::uuid[], $2::text[]) AS x(id, status) WHERE i.item_id = x.id RETURNING ${RECORD_COLUMNS}`,
       [[...moved.keys()], [...moved.values()]]);
     for (const r of updated) records.set(r.item_id, r);
-    await enqueue(client, { task: SEARCH_INDEX_TASK, payload: { items: updated } satisfies IndexItemsPayload, priority: SEARCH_INDEX_PRIORITY });
+    await enqueue(client, { task: SEARCH_INDEX_TASK, payload: { items: updated } satisfies IndexItemsPayload, priority: searchIndexPriority(updated.length) });
   }
   return { results, records };
 }
