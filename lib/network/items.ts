@@ -22,7 +22,7 @@ export const SEARCH_INDEX_PRIORITY = 10;
  * upload's chunks and their indexing included: during an upload of the full file, a registration
  * waited ~70 s behind them before it could be found (docs/decisions.md, issue 32).
  */
-export const SEARCH_INDEX_FEW = { items: 10, priority: -5 };
+const SEARCH_INDEX_FEW = { items: 10, priority: -5 };
 
 /** The priority of a search-index job of `items` items (SEARCH_INDEX_FEW, SEARCH_INDEX_PRIORITY). */
 export function searchIndexPriority(items: number): number {
