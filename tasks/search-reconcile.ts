@@ -16,6 +16,7 @@
 import type { Task } from 'graphile-worker';
 import { z } from 'zod';
 import type { PlatformContext } from '../lib/context.ts';
+import { JOB_PRIORITY } from '../lib/platform/jobs.ts';
 import type { EmbeddingProvider } from '../lib/search/embeddings/index.ts';
 import { itemRecordSchema, type ItemRecord } from '../lib/network/items.ts';
 import { searchEngine } from '../lib/search/engine.ts';
@@ -128,7 +129,7 @@ export function searchReconcile(ctx: PlatformContext): Task {
       });
     const modelsDone = await reconcileModelVersions(ctx, provider, deadline, batch);
     if (feed.after !== null || !modelsDone) {
-      await helpers.addJob(RECONCILE_TASK, { feed }, { jobKey: RECONCILE_TASK, queueName: RECONCILE_TASK, priority: 20 });
+      await helpers.addJob(RECONCILE_TASK, { feed }, { jobKey: RECONCILE_TASK, queueName: RECONCILE_TASK, priority: JOB_PRIORITY.upkeep });
     }
     // Failing the job makes the missed feed visible (and retried); the model step has still run.
     if (feedError) throw feedError;

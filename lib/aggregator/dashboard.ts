@@ -13,7 +13,7 @@
 import type { Network } from '../network/config.ts';
 import type { PiiCrypto } from '../platform/crypto.ts';
 import type { Pool, Queryable } from '../platform/db.ts';
-import { enqueue, enqueueMany } from '../platform/jobs.ts';
+import { enqueue, enqueueMany, JOB_PRIORITY } from '../platform/jobs.ts';
 
 /** Task computing one aggregator's rollup; payload `{aggregator_id}`. */
 export const DASHBOARD_REFRESH_TASK = 'aggregator-dashboard-refresh';
@@ -56,13 +56,14 @@ export interface StoredDashboard {
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
 /**
- * Job priority of a recomputation (graphile-worker runs numerically smaller first; default 0): a
- * person's GET may wait for it (DASHBOARD_REFRESH_WAIT_MS), and a pending job replaced under its
- * key goes to the back of its priority, so at 0 it starved behind a bulk upload's queue while
- * registrations (one a second) kept replacing it: >60 s, and every GET then waited 10 s (the soak,
- * docs/decisions.md "Search under load").
+ * Job priority of a recomputation, the scheduled ones included (they share its job key, and a
+ * replaced job takes the replacing one's priority): a person's GET may wait for it
+ * (DASHBOARD_REFRESH_WAIT_MS), and a pending job replaced under its key goes to the back of its
+ * priority, so at 0 it starved behind a bulk upload's queue while registrations (one a second)
+ * kept replacing it: >60 s, and every GET then waited 10 s (the soak, docs/decisions.md "Search
+ * under load").
  */
-export const DASHBOARD_REFRESH_PRIORITY = -10;
+export const DASHBOARD_REFRESH_PRIORITY = JOB_PRIORITY.awaited;
 
 /**
  * Enqueues a recomputation of `aggregatorId`'s rollup (job key `dashboard:<id>`: one pending job
@@ -185,7 +186,8 @@ export async function enqueueStaleDashboards(db: Queryable, ttlSeconds: number):
     `SELECT a.aggregator_id FROM aggregator.aggregators a LEFT JOIN aggregator.dashboards d USING (aggregator_id)
       WHERE a.status = 'approved' AND (d.computed_at IS NULL OR d.computed_at < now() - make_interval(secs => $1))`, [ttlSeconds]);
   await enqueueMany(db, rows.map((r) => ({
-    task: DASHBOARD_REFRESH_TASK, payload: { aggregator_id: r.aggregator_id }, jobKey: `dashboard:${r.aggregator_id}`, maxAttempts: 5, priority: 10,
+    task: DASHBOARD_REFRESH_TASK, payload: { aggregator_id: r.aggregator_id }, jobKey: `dashboard:${r.aggregator_id}`, maxAttempts: 5,
+    priority: DASHBOARD_REFRESH_PRIORITY,
   })));
   return rows.length;
 }

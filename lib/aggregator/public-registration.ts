@@ -15,18 +15,13 @@ import { createAjv, goLiveStatus, type Domain, type FieldInfo, type Network } fr
 import { itemLocationSchema, type LifecycleStatus } from '../network/items.ts';
 import type { PiiCrypto } from '../platform/crypto.ts';
 import { withTransaction, type Pool, type Queryable } from '../platform/db.ts';
-import { enqueue } from '../platform/jobs.ts';
+import { enqueue, JOB_PRIORITY } from '../platform/jobs.ts';
 import { createRowCoercer, type CoercedParticipant, type FieldError } from './bulk/row-coercion.ts';
 import { countSubmission, type LinkRow } from './links.ts';
 import { findRegistered, insertParticipants, participantItem, participantKeys } from './participants.ts';
 
 /** Task pushing one registered participant to signals; payload `{participant_id}`. */
 export const PUSH_PARTICIPANT_TASK = 'aggregator-push-participant';
-/**
- * A registration is pushed ahead of the queued chunks of any upload (graphile-worker: smaller runs
- * first), so that the person is found in seconds, not after the upload (docs/decisions.md, issue 32).
- */
-const PUSH_PARTICIPANT_PRIORITY = -5;
 
 export const ACCOUNT_ONLY_MODE = 'account_only';
 export const CONSENT_FIELDS = ['consent_terms', 'consent_privacy'] as const;
@@ -225,7 +220,8 @@ export async function submitRegistration(
     await countSubmission(client, link.link_id, 'passed');
     await enqueue(client, {
       task: PUSH_PARTICIPANT_TASK, payload: { participant_id: participantId }, jobKey: `${PUSH_PARTICIPANT_TASK}:${participantId}`,
-      priority: PUSH_PARTICIPANT_PRIORITY,
+      // Ahead of any upload's queued chunks: the person is found while they still run.
+      priority: JOB_PRIORITY.person,
     });
     const item = participantItem(deps.network, domain, participantId, participant, { createdBy: `aggregator:${link.aggregator_id}`, instanceUrl: deps.instanceUrl });
     return {

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import type { PoolClient, Queryable } from '../platform/db.ts';
-import { enqueue } from '../platform/jobs.ts';
+import { enqueue, JOB_PRIORITY } from '../platform/jobs.ts';
 import { createAjv, goLiveStatus, type Domain, type Network } from './config.ts';
 import { searchText } from './search-text.ts';
 import type { ValidateFunction } from 'ajv';
@@ -15,18 +15,19 @@ export type LifecycleStatus = (typeof LIFECYCLE_STATUSES)[number];
 
 /** Task that (re)indexes items for search; payload `IndexItemsPayload`. */
 export const SEARCH_INDEX_TASK = 'search-index-items';
-/** Indexing yields to onboarding and other interactive work (graphile-worker: smaller runs first). */
-export const SEARCH_INDEX_PRIORITY = 10;
-/**
- * A few items (a person's registration, an API write) are indexed ahead of everything queued, an
- * upload's chunks and their indexing included: during an upload of the full file, a registration
- * waited ~70 s behind them before it could be found (docs/decisions.md, issue 32).
- */
-const SEARCH_INDEX_FEW = { items: 10, priority: -5 };
+/** Indexing of batches yields to onboarding and other interactive work. */
+export const SEARCH_INDEX_PRIORITY = JOB_PRIORITY.indexing;
+/** Items a search-index job may hold and still be one person's (searchIndexPriority). */
+const PERSON_ITEMS_MAX = 10;
 
-/** The priority of a search-index job of `items` items (SEARCH_INDEX_FEW, SEARCH_INDEX_PRIORITY). */
+/**
+ * The priority of a search-index job of `items` items: a few (a registration, an API write) are
+ * indexed ahead of an upload's queued chunks and their indexing (JOB_PRIORITY.person), where in a
+ * short soak run a registration waited ~70 s behind them (docs/decisions.md, issue 32); batches
+ * at SEARCH_INDEX_PRIORITY.
+ */
 export function searchIndexPriority(items: number): number {
-  return items <= SEARCH_INDEX_FEW.items ? SEARCH_INDEX_FEW.priority : SEARCH_INDEX_PRIORITY;
+  return items <= PERSON_ITEMS_MAX ? JOB_PRIORITY.person : SEARCH_INDEX_PRIORITY;
 }
 
 export interface ItemLocation {

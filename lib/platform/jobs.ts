@@ -6,6 +6,19 @@
 import type { Queryable } from './db.ts';
 import { withRequestId } from './request-context.ts';
 
+/**
+ * Job priorities, the one table of them (graphile-worker takes the numerically smallest first, then
+ * the oldest; a job replaced under its key goes to the back of its priority):
+ * - `awaited`: a person is waiting on the job's result (a GET that waits for a recomputation, a preview);
+ * - `person`: one person's own record (a registration's push, the indexing of a few items), so that
+ *   it is found while an upload's chunks are still queued;
+ * - `normal`: the default (an upload's chunks, e-mails);
+ * - `indexing`: search indexing of batches, behind onboarding;
+ * - `upkeep`: repairs that can always wait (the search reconcile).
+ * Why each moved: docs/decisions.md, "Search under load" (issue 32).
+ */
+export const JOB_PRIORITY = { awaited: -10, person: -5, normal: 0, indexing: 10, upkeep: 20 } as const;
+
 export interface JobSpec {
   /** Task identifier, e.g. `bulk-upload-process`. */
   task: string;
@@ -15,7 +28,7 @@ export interface JobSpec {
   queueName?: string;
   runAt?: Date;
   maxAttempts?: number;
-  /** Numerically smaller runs first (default 0). */
+  /** Numerically smaller runs first (default 0; JOB_PRIORITY). */
   priority?: number;
 }
 

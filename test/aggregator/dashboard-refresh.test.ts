@@ -4,7 +4,7 @@
  */
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { computeDashboard } from '../../lib/aggregator/dashboard.ts';
+import { computeDashboard, enqueueStaleDashboards } from '../../lib/aggregator/dashboard.ts';
 import { enqueueMany } from '../../lib/platform/jobs.ts';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.ts';
 
@@ -43,10 +43,14 @@ describe('dashboard freshness without a worker', () => {
     await enqueueMany(platform.ctx.pool, Array.from({ length: 5 }, () => ({ task: 'search-index-items', payload: { items: [] } })));
     expect((await get(agg.token)).status).toBe(503);
     // graphile-worker takes the next job by priority, then run_at, then id.
-    const { rows } = await platform.ctx.pool.query(
+    const queue = async () => (await platform.ctx.pool.query(
       `SELECT t.identifier FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks t ON t.id = j.task_id
-        WHERE j.key = $1 OR t.identifier = 'search-index-items' ORDER BY j.priority, j.run_at, j.id`, [`dashboard:${agg.aggregatorId}`]);
-    expect(rows.map((r) => r.identifier)).toEqual(['aggregator-dashboard-refresh', ...Array(5).fill('search-index-items')]);
+        WHERE j.key = $1 OR t.identifier = 'search-index-items' ORDER BY j.priority, j.run_at, j.id`, [`dashboard:${agg.aggregatorId}`])).rows
+      .map((r) => r.identifier);
+    expect(await queue()).toEqual(['aggregator-dashboard-refresh', ...Array(5).fill('search-index-items')]);
+    // The scheduled refresh replaces the pending job under the same key: it keeps its place.
+    expect(await enqueueStaleDashboards(platform.ctx.pool, 0)).toBeGreaterThan(0);
+    expect(await queue()).toEqual(['aggregator-dashboard-refresh', ...Array(5).fill('search-index-items')]);
   });
 
   it('allows 10 refresh=true a minute per aggregator, then 429 with Retry-After', async () => {

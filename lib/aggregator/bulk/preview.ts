@@ -19,7 +19,7 @@ import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { Pool, Queryable } from '../../platform/db.ts';
 import { withTransaction } from '../../platform/db.ts';
-import { enqueue } from '../../platform/jobs.ts';
+import { enqueue, JOB_PRIORITY } from '../../platform/jobs.ts';
 import type { PiiCrypto } from '../../platform/crypto.ts';
 import type { Domain, Network } from '../../network/config.ts';
 import { contentHash, findRegistered, participantKeys, type ParticipantKeys } from '../participants.ts';
@@ -270,8 +270,8 @@ export async function createPreview(pool: Pool, pii: PiiCrypto, uploadId: string
     const { rows: [row] } = await client.query(
       `INSERT INTO aggregator.bulk_upload_previews (preview_id, upload_id, rows, created_by) VALUES ($1, $2, $3, $4) RETURNING ${COLUMNS}`,
       [previewId, uploadId, rows, createdBy]);
-    // Ahead of queued chunks (lower runs first): an operator is waiting for it.
-    await enqueue(client, { task: PREVIEW_TASK, payload: { preview_id: previewId } satisfies PreviewPayload, jobKey: `${PREVIEW_TASK}:${previewId}`, priority: -10 });
+    // Ahead of queued chunks: an operator is waiting for it.
+    await enqueue(client, { task: PREVIEW_TASK, payload: { preview_id: previewId } satisfies PreviewPayload, jobKey: `${PREVIEW_TASK}:${previewId}`, priority: JOB_PRIORITY.awaited });
     return toJson(pii, row);
   });
 }
