@@ -374,6 +374,16 @@ describe('in-process vector index (usearch)', () => {
       expect(a.message.items.map((i) => i.score), `offset ${offset}`).toEqual(b.message.items.map((i) => i.score));
       expect(b.message.items.length, `offset ${offset}`).toBeGreaterThan(0);
     }
+    // The graph (under WHOLE_GRAPH_MAX vectors) is asked for all of them; those it cannot reach are
+    // added from the stored vectors, so the index alone ranks every row, closest first.
+    const rows = await liveRows();
+    const { found } = await index.search(platform.ctx.pool, await annEngine.embedText('Community Hall Siwan'), rows, { where: `i.lifecycle_status = 'live'`, params: [] });
+    expect(found).toHaveLength(rows);
+    const similarities = found.map((f) => f.similarity);
+    expect(similarities).toEqual([...similarities].sort((a, b) => b - a));
+    // The 700 identical vectors first, tied.
+    expect(new Set(similarities.slice(0, same.length)).size).toBe(1);
+    expect(similarities[same.length]).toBeLessThan(similarities[0]);
   });
 });
 
