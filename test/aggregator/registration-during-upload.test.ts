@@ -1,5 +1,5 @@
 /**
- * A person who registers while an upload runs is found within seconds (issue 32): the registration's
+ * A person who registers while an upload runs is found before most of its chunks have run (issue 32): the registration's
  * push to signals and its item's indexing run ahead of the upload's queued chunks and their
  * indexing (graphile-worker runs smaller priorities first), through a real worker of one job at a time.
  */
