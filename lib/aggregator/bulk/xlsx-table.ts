@@ -16,7 +16,7 @@
 import type { Readable } from 'node:stream';
 import ExcelJS from 'exceljs';
 import {
-  cleanCell, DEFAULT_TABLE_LIMITS, isBlankRow, TableFormatError, TEMPLATE_GRID_SHEET, type Table, type TableLimits, type TableRow,
+  batchesOf, cleanCell, DEFAULT_TABLE_LIMITS, isBlankRow, ROW_BATCH, TableFormatError, TEMPLATE_GRID_SHEET, type Table, type TableLimits, type TableRow,
 } from './table.ts';
 import { checkXlsxParts } from './xlsx-parts.ts';
 
@@ -78,7 +78,9 @@ export async function openXlsxTable(open: () => Promise<Readable>, limits: Table
           close();
         }
       };
-      return { headers: header.values, sheet: sheet.name, rows: rows(), close };
+      // exceljs reads a row at a time; batches are gathered from those rows.
+      const sheetRows = rows();
+      return { headers: header.values, sheet: sheet.name, rows: sheetRows, batches: batchesOf(sheetRows, ROW_BATCH), close };
     }
   } catch (err) {
     close();
