@@ -27,7 +27,8 @@
  * BENCH_CPU_PROF=dir (a CPU profile of the worker), BENCH_PG_STATEMENTS=1 (PostgreSQL's costliest
  * statements of each run, from pg_stat_statements, nested ones included; its WAL by record type and
  * full-page images by relation, from pg_walinspect), BENCH_REPORT_MS (progress line interval),
- * BENCH_PG_SETTINGS (name=value,… set on each fresh embedded server before the run, e.g. max_wal_size=4GB).
+ * BENCH_PG_SETTINGS (name=value,… set on each fresh embedded server before the run, e.g. max_wal_size=4GB),
+ * BENCH_UPSERT_REPEAT=n (mode upsert: n runs with 1 % changed, alternately changed and changed back, instead of 1 % and all).
  * Prints the figures and writes bench/results/bulk-upload.json.
  *
  * The server path (issue 31): with BENCH_DATABASE_URL (an external PostgreSQL, e.g. with pgvector;
@@ -37,7 +38,7 @@
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createReadStream, createWriteStream, existsSync, openAsBlob } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -371,9 +372,16 @@ async function upsertRuns(fresh: Fresh, file: string, filesDir: string): Promise
   process.stderr.write(`upsert: onboarding ${file} first (create)\n`);
   const base = await onboard(platform, workerEnv, db.dataDir, file, 'upsert-base', 'upsert');
   const runs: Record<string, unknown> = { base_create: { ...base, aggregator: undefined } };
-  for (const [name, every] of [['one_percent_changed', 100], ['all_changed', 1]] as const) {
+  // BENCH_UPSERT_REPEAT=n: the 1 % run n times instead — the changed copy, then the original file
+  // (which changes the same rows back), and so on — for several 1 % figures from one onboarding.
+  const repeat = Number(process.env.BENCH_UPSERT_REPEAT ?? 0);
+  const plan: [name: string, every: number, back: boolean][] = repeat > 0
+    ? Array.from({ length: repeat }, (_, i) => [i ? `one_percent_changed_${i + 1}` : 'one_percent_changed', 100, i % 2 === 1])
+    : [['one_percent_changed', 100, false], ['all_changed', 1, false]];
+  for (const [name, every, back] of plan) {
     const changedFile = path.join(filesDir, `${name}.csv`);
     const changed = await changedCopy(file, changedFile, every);
+    if (back) await copyFile(file, changedFile);
     process.stderr.write(`upsert (${name}): ${changed} rows changed\n`);
     const run = await onboard(platform, workerEnv, db.dataDir, changedFile, `upsert-${name}`, 'upsert', { aggregator: base.aggregator, uploadMode: 'upsert' });
     runs[name] = { ...run, aggregator: undefined, rows_changed: changed };
@@ -567,7 +575,7 @@ async function main(): Promise<void> {
       + `ratio to COPY ${(results.ratio_to_copy_floor as Record<string, number>)[mode]}× (target ≤ 30)\n`);
   }
   const upsert = results.upsert as Record<string, RunResult & { rows_changed: number }> | undefined;
-  for (const name of ['one_percent_changed', 'all_changed'] as const) {
+  for (const name of Object.keys(upsert ?? {}).filter((n) => n !== 'base_create')) {
     const run = upsert?.[name];
     if (!run) continue;
     process.stdout.write(`upsert, ${name.replaceAll('_', ' ')} (${run.rows_changed} rows; ldp worker separate): ${run.rows} rows in ${run.end_to_end_seconds.toFixed(1)} s = `

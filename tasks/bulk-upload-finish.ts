@@ -8,6 +8,10 @@
  * `bulk_upload_pauses` when it was staged), in signals too, 1000 a transaction: each batch marks
  * its entries done with the pause, so a retried finish pauses each participant once. Nothing is
  * deleted; a later upload that holds them makes them live again (tasks/bulk-upload-chunk.ts).
+ *
+ * Once completed, it refreshes the participants' planner statistics if the table changed by more
+ * than a tenth since they were taken (lib/aggregator/bulk/upsert.ts `refreshParticipantStatistics`),
+ * so that the next upload's key lookups, and the dashboard's reads, plan on the table as it now is.
  */
 import type { Task } from 'graphile-worker';
 import { errorReportStream } from '../lib/aggregator/bulk/error-report.ts';
@@ -15,12 +19,13 @@ import { errorReportObjectKey, loadBulkUpload, type UploadPayload } from '../lib
 import type { PlatformContext } from '../lib/context.ts';
 import { enqueueDashboardRefresh } from '../lib/aggregator/dashboard.ts';
 import { recordChanges } from '../lib/aggregator/participants.ts';
+import { refreshParticipantStatistics } from '../lib/aggregator/bulk/upsert.ts';
 import { createSignalsClient, MAX_ITEMS_PER_REQUEST } from '../lib/clients/signals-client.ts';
 import { withTransaction } from '../lib/platform/db.ts';
 
 /** The `bulk-upload-finish` task (see the module comment); idempotent: only a running job is completed. */
 export function bulkUploadFinish(ctx: PlatformContext): Task {
-  return async (payload) => {
+  return async (payload, helpers) => {
     const { upload_id: uploadId } = payload as UploadPayload;
     const job = await loadBulkUpload(ctx.pool, uploadId);
     if (!job || job.status !== 'running') return;
@@ -38,6 +43,10 @@ export function bulkUploadFinish(ctx: PlatformContext): Task {
           SET status = 'completed', errors_csv_object_key = $2, completed_at = now(), updated_at = now()
         WHERE upload_id = $1 AND status = 'running'`, [uploadId, key]);
     await enqueueDashboardRefresh(ctx.pool, job.aggregator_id);
+    // Once the job is completed, so that its time is not the upload's. A failure only leaves the
+    // next upsert's staging to analyze (lib/aggregator/bulk/upsert.ts).
+    await refreshParticipantStatistics(ctx.pool, { wait: false })
+      .catch((err: unknown) => helpers.logger.error(`bulk upload ${uploadId}: participants not analyzed: ${String(err)}`));
   };
 }
 

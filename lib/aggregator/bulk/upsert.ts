@@ -58,11 +58,14 @@ export interface StoredParticipant {
  * than a tenth since they were taken (lib/platform/db.ts `analyzeIfChanged`): an upsert looks up
  * every row's participant by key, 1000 keys a query, and right after a large upload the stale
  * statistics plan that lookup on the wrong index — measured at 100,000 participants: 211 ms a
- * query, against 0.6 ms once analyzed. Called before an upsert is staged or dry-run; it waits for
- * a concurrent analyze (autovacuum's, right after that upload) rather than go on with the stale ones.
+ * query, against 0.6 ms once analyzed. Called before an upsert is staged or dry-run, where `wait`
+ * (the default) waits for a concurrent analyze (autovacuum's) rather than go on with the stale
+ * ones; and when an upload completes, without waiting, so that the next upload (and the dashboard)
+ * finds them fresh instead of paying for the analyze at its start (~1.8 s after the 266,978-row file).
+ * @returns whether it analyzed. @throws Error from the database.
  */
-export async function refreshParticipantStatistics(db: Queryable): Promise<void> {
-  await analyzeIfChanged(db, 'aggregator.participants', { minRows: 1000, share: 0.1, skipLocked: false });
+export async function refreshParticipantStatistics(db: Queryable, { wait = true }: { wait?: boolean } = {}): Promise<boolean> {
+  return analyzeIfChanged(db, 'aggregator.participants', { minRows: 1000, share: 0.1, skipLocked: !wait });
 }
 
 /** How a domain's rows find their participant: by external id where the domain has one, else by phone, then e-mail. */
