@@ -43,8 +43,6 @@ export interface StoredParticipant {
   content_hash: Buffer | null;
   lifecycle_status: LifecycleStatus | null;
   paused_by_upload_id: string | null;
-  bulk_upload_id: string | null;
-  row_number: number | null;
   name_encrypted?: string | null;
   phone_encrypted?: string | null;
   email_encrypted?: string | null;
@@ -73,8 +71,7 @@ export function matchKey(domain: Domain): 'external_id' | 'contact' {
   return domain.fields.some((f) => f.externalId) ? 'external_id' : 'contact';
 }
 
-const BASE_COLUMNS = ['participant_id', 'external_id', 'phone_index', 'email_index', 'content_hash', 'lifecycle_status', 'paused_by_upload_id',
-  'bulk_upload_id', 'row_number'];
+const BASE_COLUMNS = ['participant_id', 'external_id', 'phone_index', 'email_index', 'content_hash', 'lifecycle_status', 'paused_by_upload_id'];
 const FULL_COLUMNS = [...BASE_COLUMNS, 'name_encrypted', 'phone_encrypted', 'email_encrypted', 'profile', 'locations'];
 
 /**
