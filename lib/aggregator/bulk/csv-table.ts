@@ -3,10 +3,13 @@
  *
  * The encoding is chosen for the whole file first (lib/bulk/encoding.ts, a pass over a first
  * stream); a second stream is decoded (iconv-lite for UTF-16 and Windows-1252) and parsed. The
- * delimiter — comma, semicolon or tab — is sniffed from the header line.
+ * delimiter — comma, semicolon or tab — is sniffed from the header line. csv-parse runs in a
+ * worker thread of its own per table (`parseInThread`, csv-parse-thread.js), so that a large
+ * upload's staging parses on one core while it coerces, hashes and looks rows up on the other.
  */
-import { finished, pipeline, Readable, type Transform } from 'node:stream';
-import { CsvError, parse } from 'csv-parse';
+import { pipeline, type Readable, type Transform } from 'node:stream';
+import { Worker } from 'node:worker_threads';
+import type { Options as CsvParseOptions } from 'csv-parse';
 import iconv from 'iconv-lite';
 import { detectEncoding } from './encoding.ts';
 import { cleanCell, isBlankRow, ROW_BATCH, rowsOf, TableFormatError, type Table, type TableRow } from './table.ts';
@@ -44,7 +47,7 @@ export async function openCsvTable(open: () => Promise<Readable>, scan?: () => A
   }
   const delimiter = sniffDelimiter(headText);
 
-  const parser = parse({
+  const options = {
     bom: true,
     delimiter,
     record_delimiter: ['\r\n', '\n', '\r'],
@@ -52,13 +55,17 @@ export async function openCsvTable(open: () => Promise<Readable>, scan?: () => A
     relax_column_count: true,
     skip_empty_lines: false,
     max_record_size: MAX_RECORD_CHARS,
-  });
+  };
   async function* replay(): AsyncGenerator<Buffer | string> {
     yield* head;
     for (let next = await source.next(); !next.done; next = await source.next()) yield next.value;
   }
-  pipeline(Readable.from(replay(), { objectMode: false }), parser, () => {});
-  const records = recordBatches(parser, ROW_BATCH);
+  const parsing = parseInThread(replay(), options, ROW_BATCH);
+  const records = parsing.batches;
+  const close = () => {
+    parsing.stop();
+    raw.destroy();
+  };
 
   let recordNumber = 0;
   // Physical line on which the next record starts (records may hold quoted newlines), for messages.
@@ -82,17 +89,19 @@ export async function openCsvTable(open: () => Promise<Readable>, scan?: () => A
   let headers: string[] | null = null;
   // The records read with the header row that follow it.
   let afterHeader: TableRow[] = [];
-  while (!headers) {
-    const read = await nextRecords();
-    if (!read) {
-      raw.destroy();
-      throw new TableFormatError('the file has no header row');
+  try {
+    while (!headers) {
+      const read = await nextRecords();
+      if (!read) throw new TableFormatError('the file has no header row');
+      const at = read.findIndex((record) => !isBlankRow(record.values));
+      if (at !== -1) {
+        headers = read[at].values;
+        afterHeader = read.slice(at + 1);
+      }
     }
-    const at = read.findIndex((record) => !isBlankRow(record.values));
-    if (at !== -1) {
-      headers = read[at].values;
-      afterHeader = read.slice(at + 1);
-    }
+  } catch (err) {
+    close();
+    throw err;
   }
 
   async function* batches(): AsyncGenerator<TableRow[]> {
@@ -102,41 +111,126 @@ export async function openCsvTable(open: () => Promise<Readable>, scan?: () => A
         if (rows.length) yield rows;
       }
     } finally {
-      raw.destroy();
+      close();
     }
   }
   const data = batches();
-  return { headers, encoding, rows: rowsOf(data), batches: data, close: () => raw.destroy() };
+  return { headers, encoding, rows: rowsOf(data), batches: data, close };
 }
 
+/** csv-parse's CsvError as the parser thread reports it: its code (e.g. CSV_QUOTE_NOT_CLOSED) and message. */
+class ThreadCsvError extends Error {
+  constructor(readonly code: string | undefined, message: string) {
+    super(message);
+  }
+}
+
+/** What the CSV parser thread (csv-parse-thread.js) sends. */
+type ThreadMessage = { records: string[][] } | { written: true } | { end: true } | { error: { code?: string; message: string } };
+
+/** Chunks of text sent to the parser thread and not yet parsed: enough to keep it busy, few to hold. */
+const CHUNKS_IN_FLIGHT = 2;
+/** Arrays of records parsed and not yet taken beyond which no more text is sent. */
+const BATCHES_AHEAD = 4;
+
 /**
- * The records of `parser` (an object-mode stream) in arrays of up to `size`, in order: one promise
- * per array where a stream's own async iterator costs one per record (node's
- * `createAsyncIterator`, which this follows: `read()` until null, then wait for `readable` or the
- * end). Ends with the stream; throws its error. Returning early leaves the stream to its owner.
+ * The records of `text` (chunks of a CSV file's text, in order) parsed by csv-parse with `options`
+ * in a worker thread (csv-parse-thread.js), in arrays of up to `size`, in order: the parse, about a
+ * third of a large upload's staging, runs on another core than the rows' coercion, hashing and
+ * lookups. `text` is read ahead of the arrays taken by at most CHUNKS_IN_FLIGHT chunks in the
+ * thread and BATCHES_AHEAD arrays parsed, so memory stays bounded whatever the file's size.
+ * `batches` throws csv-parse's error as ThreadCsvError (same code and message) for malformed CSV,
+ * and the error of `text` itself; `stop()` (or the end of `batches`) ends the thread.
  */
-async function* recordBatches(parser: Readable, size: number): AsyncGenerator<string[][]> {
+function parseInThread(text: AsyncIterable<Buffer | string>, options: CsvParseOptions, size: number) {
+  // execArgv []: not the parent's `--import tsx` (the thread module is plain JavaScript). unref: an
+  // abandoned table never keeps the process alive.
+  const thread = new Worker(new URL('./csv-parse-thread.js', import.meta.url), { execArgv: [], workerData: { options, batch: size } });
+  thread.unref();
+  const chunks = text[Symbol.asyncIterator]();
+  const queue: ThreadMessage[] = [];
+  let queuedBatches = 0;
+  let inFlight = 0;
+  let sent = false; // the whole text
+  let pumping = false;
+  let failure: Error | undefined;
   let wake = () => {};
-  let ended: true | Error | undefined;
-  const onReadable = () => wake();
-  parser.on('readable', onReadable);
-  const cleanup = finished(parser, { writable: false }, (err) => {
-    ended = err ?? true;
+
+  /** Sends the next chunks while the thread and the queue have room; runs beside the reader. */
+  const pump = async () => {
+    if (pumping) return;
+    pumping = true;
+    try {
+      while (!sent && !failure && inFlight < CHUNKS_IN_FLIGHT && queuedBatches < BATCHES_AHEAD) {
+        const next = await chunks.next();
+        if (next.done) {
+          sent = true;
+          thread.postMessage({ end: true });
+        } else if (typeof next.value === 'string') {
+          inFlight++;
+          thread.postMessage({ chunk: next.value });
+        } else {
+          // A copy of the chunk's bytes alone, handed over: a Buffer may view a larger pooled
+          // ArrayBuffer, all of which postMessage would copy.
+          const bytes = Uint8Array.prototype.slice.call(next.value);
+          inFlight++;
+          thread.postMessage({ chunk: bytes }, [bytes.buffer]);
+        }
+      }
+    } catch (err) {
+      failure ??= err as Error;
+      wake();
+    } finally {
+      pumping = false;
+    }
+  };
+  thread.on('message', (message: ThreadMessage) => {
+    if ('written' in message) {
+      inFlight--;
+      void pump();
+      return;
+    }
+    if ('records' in message) queuedBatches++;
+    queue.push(message);
     wake();
   });
-  try {
-    for (;;) {
-      const batch: string[][] = [];
-      for (let record; batch.length < size && (record = parser.destroyed ? null : parser.read()) !== null;) batch.push(record);
-      if (batch.length) yield batch;
-      else if (ended instanceof Error) throw ended;
-      else if (ended) return;
-      else await new Promise<void>((resolve) => { wake = resolve; });
+  thread.on('error', (err) => {
+    failure ??= err;
+    wake();
+  });
+  thread.on('exit', (code) => {
+    failure ??= new Error(`the CSV parser thread exited (code ${code})`);
+    wake();
+  });
+  const stop = () => {
+    failure ??= new Error('the CSV parser thread was stopped'); // and the pump with it
+    thread.removeAllListeners('exit');
+    void thread.terminate();
+  };
+
+  async function* batches(): AsyncGenerator<string[][]> {
+    try {
+      void pump();
+      for (;;) {
+        const message = queue.shift();
+        if (!message) {
+          if (failure) throw failure;
+          await new Promise<void>((resolve) => { wake = resolve; });
+        } else if ('records' in message) {
+          queuedBatches--;
+          void pump();
+          yield message.records;
+        } else if ('end' in message) {
+          return;
+        } else if ('error' in message) {
+          throw new ThreadCsvError(message.error.code, message.error.message);
+        }
+      }
+    } finally {
+      stop();
     }
-  } finally {
-    parser.off('readable', onReadable);
-    cleanup();
   }
+  return { batches: batches(), stop };
 }
 
 /** Trimmed cell, with the `'` of a formula-injection guard removed (so error reports re-upload cleanly). */
@@ -160,7 +254,7 @@ export function sniffDelimiter(text: string): string {
 }
 
 function csvError(err: unknown, row: number, line: number): Error {
-  if (!(err instanceof CsvError)) return err as Error;
+  if (!(err instanceof ThreadCsvError)) return err as Error;
   const where = `row ${row} (starting on line ${line})`;
   switch (err.code) {
     case 'CSV_QUOTE_NOT_CLOSED':
