@@ -1,4 +1,3 @@
-import { readFile } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import ExcelJS from 'exceljs';
 import iconv from 'iconv-lite';
@@ -6,8 +5,6 @@ import { describe, expect, it } from 'vitest';
 import { detectTableFormat, unsupportedFileMessage } from '../../lib/aggregator/bulk/file-type.ts';
 import { openTable } from '../../lib/aggregator/bulk/open-table.ts';
 import { ROW_BATCH, TableFormatError, type Table, type TableFormat, type TableRow } from '../../lib/aggregator/bulk/table.ts';
-import { titled } from '../helpers/requires.ts';
-import { until } from '../helpers/until.ts';
 
 /** An `open` function over `bytes`, cut into chunks of `chunkSize` bytes (to split characters across chunks). */
 function source(bytes: Buffer, chunkSize = 1 << 16): () => Promise<Readable> {
@@ -195,40 +192,6 @@ describe('CSV structure', () => {
     expect(produced).toBeGreaterThan(10_000_000);
     // What is buffered between the source and the consumer stays in the hundreds of kilobytes.
     expect(maxAhead).toBeLessThan(1_000_000);
-  });
-});
-
-// The CSV parser runs in a thread of its own (csv-table.ts `parseInThread`); each table must end it.
-// Its OS thread is what shows it: the process's thread count, from Linux's /proc.
-const noProc = process.platform === 'linux' ? '' : 'reads the thread count from /proc/self/status (Linux only)';
-describe.skipIf(noProc !== '')(titled('the CSV parser thread', noProc), () => {
-  const threads = async () => Number(/^Threads:\s+(\d+)$/m.exec(await readFile('/proc/self/status', 'utf8'))![1]);
-  const large = () => {
-    const lines = ['id,name'];
-    for (let i = 1; i <= 20_000; i++) lines.push(`${i},Facility ${i}`);
-    return Buffer.from(`${lines.join('\n')}\n`);
-  };
-
-  it('ends when the table is read to its end, closed part-way, or fails', async () => {
-    await threads(); // reading a file starts libuv's pool, if nothing had yet
-    const before = await threads();
-    const opened = await openTable(source(large()), 'csv');
-    expect(await threads()).toBe(before + 1);
-    for await (const batch of opened.batches) expect(batch.length).toBeGreaterThan(0);
-    await until('the thread of a table read to its end to exit', async () => (await threads()) === before, 5000);
-
-    const closed = await openTable(source(large()), 'csv');
-    const first = await closed.batches[Symbol.asyncIterator]().next();
-    expect(first.value.length).toBeGreaterThan(0);
-    closed.close();
-    await until('the thread of a closed table to exit', async () => (await threads()) === before, 5000);
-
-    const broken = await openTable(source(Buffer.from('name,district\nA,"B\nC,D\n')), 'csv');
-    await formatError(rowsOf(broken));
-    await until('the thread of a failed table to exit', async () => (await threads()) === before, 5000);
-
-    await formatError(openTable(source(Buffer.from('\n\n')), 'csv'));
-    await until('the thread of a table without a header row to exit', async () => (await threads()) === before, 5000);
   });
 });
 
