@@ -34,7 +34,7 @@ describe.skipIf(noProc !== '')(titled('the CSV parser thread', noProc), () => {
     const ended = (how: string) => until(`the thread of a table ${how} to exit`, async () => (await threads()) === before, 10_000);
 
     const whole = await openTable(open(large()), 'csv');
-    expect(await threads()).toBe(before + 1);
+    expect(await threads()).toBeGreaterThan(before); // the count sees the thread
     expect(await drain(whole)).toBe(20_000);
     await ended('read to its end');
 
