@@ -38,7 +38,7 @@
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createReadStream, createWriteStream, existsSync, openAsBlob } from 'node:fs';
-import { copyFile, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -378,10 +378,11 @@ async function upsertRuns(fresh: Fresh, file: string, filesDir: string): Promise
   const plan: [name: string, every: number, back: boolean][] = repeat > 0
     ? Array.from({ length: repeat }, (_, i) => [i ? `one_percent_changed_${i + 1}` : 'one_percent_changed', 100, i % 2 === 1])
     : [['one_percent_changed', 100, false], ['all_changed', 1, false]];
+  let changed = 0;
   for (const [name, every, back] of plan) {
-    const changedFile = path.join(filesDir, `${name}.csv`);
-    const changed = await changedCopy(file, changedFile, every);
-    if (back) await copyFile(file, changedFile);
+    // Back: the original file, which changes back the rows the run before changed.
+    const changedFile = back ? file : path.join(filesDir, `${name}.csv`);
+    if (!back) changed = await changedCopy(file, changedFile, every);
     process.stderr.write(`upsert (${name}): ${changed} rows changed\n`);
     const run = await onboard(platform, workerEnv, db.dataDir, changedFile, `upsert-${name}`, 'upsert', { aggregator: base.aggregator, uploadMode: 'upsert' });
     runs[name] = { ...run, aggregator: undefined, rows_changed: changed };

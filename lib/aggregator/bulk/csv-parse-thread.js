@@ -1,7 +1,7 @@
 // csv-parse in a worker thread (csv-table.ts `parseInThread` starts one per table and feeds it the
 // file's text): parsing is ~a third of the main thread's work while a large upload is staged, and
-// the worker's other core is mostly idle then. Plain JavaScript importing only csv-parse: a thread
-// with the TypeScript loader would cost ~40 MB more for nothing.
+// the worker's other core is mostly idle then. Plain JavaScript importing only csv-parse, as
+// lib/search/usearch-thread.js is: the thread needs no TypeScript loader.
 //
 // workerData {options (csv-parse's), batch (records a message at most)}. Messages in: {chunk}
 // (a Buffer or string of the text, in order), then {end}. Messages out, in order: {records} (up to
