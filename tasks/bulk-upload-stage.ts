@@ -38,7 +38,7 @@ import { sealJson } from '../lib/aggregator/bulk/sealed.ts';
 import { enqueue, enqueueMany } from '../lib/platform/jobs.ts';
 import { createRepeatTracker, type Repeat } from '../lib/aggregator/bulk/duplicates.ts';
 import { findMatches, participantsNotHeld, refreshParticipantStatistics, resumable } from '../lib/aggregator/bulk/upsert.ts';
-import { contentHash, participantKeys, type ParticipantKeys } from '../lib/aggregator/participants.ts';
+import { contentHash, participantKeys } from '../lib/aggregator/participants.ts';
 import type { PiiCrypto } from '../lib/platform/crypto.ts';
 import type { Domain } from '../lib/network/config.ts';
 import type { Pool } from '../lib/platform/db.ts';
@@ -176,6 +176,10 @@ export function lastChunks<T>(rows: T[], slots: number): T[][] {
 const LOOKUP_ROWS = 1000;
 /** Lookups under way at once while the file is read on. */
 const LOOKUPS_IN_FLIGHT = 2;
+/** A looked-up batch with fewer unchanged rows than this share stops the lookups of a non-sync upload... */
+const LOOKUP_MIN_UNCHANGED = 0.25;
+/** ...but for this many batches only, the last of which is looked up again (a probe). */
+const LOOKUP_PAUSE_BATCHES = 10;
 
 /**
  * Settles the unchanged rows of an upsert or update upload while its file is staged (see the
@@ -186,34 +190,48 @@ const LOOKUPS_IN_FLIGHT = 2;
  * row's keys) name the row's participant, and only a row with its `profile` (it passed coercion and
  * repeats no earlier row) can be unchanged. `unchanged()` counts the rows settled; `toPause()`
  * (sync) lists the live and draft participants of the domain no row named.
+ *
+ * Where few rows are unchanged (a list whose rows mostly changed), the lookups cost more than they
+ * settle: a batch with fewer than LOOKUP_MIN_UNCHANGED of its rows unchanged pauses them for
+ * LOOKUP_PAUSE_BATCHES batches, which are staged as they are (the chunks compare their rows with
+ * the stored participants anyway), the last one looked up to see whether to go on. A sync upload
+ * looks up every row: it must know every participant its file holds.
  */
 export function createUnchangedFilter(pool: Pool, pii: PiiCrypto, aggregatorId: string, domain: Domain, sync: boolean) {
-  interface Offered { row: StagedRow; keys?: ParticipantKeys; hash?: Buffer }
+  interface Offered { row: StagedRow; keys?: RowKeys; profile?: Record<string, unknown> }
   let batch: Offered[] = [];
   const inFlight: Promise<StagedRow[]>[] = [];
   const held = new Set<string>();
   let unchanged = 0;
+  let batches = 0;
+  /** The first batch looked up again after a pause. */
+  let lookUpFrom = 0;
 
-  const lookup = async (offered: Offered[]): Promise<StagedRow[]> => {
-    const keyed = offered.filter((o) => o.keys);
-    const matches = await findMatches(pool, aggregatorId, domain, keyed.map((o) => o.keys!));
+  const lookup = async (offered: Offered[], index: number): Promise<StagedRow[]> => {
+    const keyed = offered.flatMap((o) => (o.keys ? [{
+      o, keys: participantKeys(pii, o.keys), hash: o.profile ? contentHash(pii, domain, o.profile) : undefined,
+    }] : []));
+    const matches = await findMatches(pool, aggregatorId, domain, keyed.map((k) => k.keys));
     const staged: StagedRow[] = [];
     const settled = new Set<Offered>();
-    keyed.forEach((o, i) => {
+    keyed.forEach(({ o, hash }, i) => {
       const stored = matches[i];
       if (!stored) return;
       if (sync) held.add(stored.participant_id);
-      if (o.hash && stored.content_hash?.equals(o.hash) && !resumable(stored)) settled.add(o);
+      if (hash && stored.content_hash?.equals(hash) && !resumable(stored)) settled.add(o);
     });
     for (const o of offered) {
       if (settled.has(o)) unchanged++;
       else staged.push(o.row);
     }
+    if (!sync && settled.size < LOOKUP_MIN_UNCHANGED * offered.length) lookUpFrom = Math.max(lookUpFrom, index + LOOKUP_PAUSE_BATCHES);
     return staged;
   };
   const flush = () => {
     if (batch.length) {
-      const looking = lookup(batch);
+      const index = batches++;
+      // Paused: staged as they are, in file order with the batches before (the queue is in order).
+      const looking = index < lookUpFrom ? Promise.resolve(batch.map((o) => o.row)) : lookup(batch, index);
       looking.catch(() => {}); // awaited in turn; a failure is thrown there, not as an unhandled rejection
       inFlight.push(looking);
     }
@@ -222,7 +240,7 @@ export function createUnchangedFilter(pool: Pool, pii: PiiCrypto, aggregatorId: 
 
   return {
     offer(row: StagedRow, keys: RowKeys | undefined, profile: Record<string, unknown> | undefined): void {
-      batch.push(keys ? { row, keys: participantKeys(pii, keys), hash: profile ? contentHash(pii, domain, profile) : undefined } : { row });
+      batch.push({ row, keys, profile });
       if (batch.length === LOOKUP_ROWS) flush();
     },
     async settled(): Promise<StagedRow[]> {

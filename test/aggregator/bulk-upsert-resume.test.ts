@@ -37,10 +37,11 @@ describe('upsert after a worker crash', () => {
     await worker.stop();
     worker = undefined;
     // Its finish refreshed the participants' planner statistics (a manual ANALYZE: autovacuum's
-    // are counted apart), so that the upsert's key lookups plan on 2,000 rows, not on none.
+    // are counted apart), so that the upsert's key lookups plan on 2,000 rows, not on none. (Not
+    // n_mod_since_analyze: a chunk's backend may report its inserts up to a second later.)
     const { rows: [stats] } = await platform.ctx.pool.query(
-      `SELECT analyze_count::int, n_mod_since_analyze::int FROM pg_stat_user_tables WHERE relid = 'aggregator.participants'::regclass`);
-    expect(stats).toEqual({ analyze_count: 1, n_mod_since_analyze: 0 });
+      `SELECT analyze_count::int FROM pg_stat_user_tables WHERE relid = 'aggregator.participants'::regclass`);
+    expect(stats).toEqual({ analyze_count: 1 });
 
     // Every row changes its skills: every chunk pushes changed items.
     const created = await createUpload(platform, agg.token, { participantType: 'seeker', file: file('welding'), mode: 'upsert' });
