@@ -18,7 +18,8 @@
  *
  * Upsert and update uploads (issue 30): each row's participant is looked up here, 1000 rows a
  * query, and a row whose content hash equals its participant's is settled as `unchanged` — not
- * staged, nothing written — so that re-uploading a list costs a read per row. A sync upload also
+ * staged, nothing written — so that re-uploading a list costs a read per row (where few rows are
+ * unchanged, the lookups pause and the chunks settle them: `createUnchangedFilter`). A sync upload also
  * finds the participants the file no longer holds (lib/aggregator/bulk/upsert.ts), which are
  * paused once its rows are done; more than the operator confirmed at start fails the job before
  * anything is written.

@@ -177,9 +177,9 @@ export async function upsertItems(client: PoolClient, network: Network, items: I
   // The stored ones are found first, and changed by a plain UPDATE; only the others go through
   // INSERT … ON CONFLICT (which still settles an item created meanwhile). An update through ON
   // CONFLICT takes a row lock first (a WAL record and, on a page not written since the last
-  // checkpoint, a full-page image of its own), and tries the insert's speculative path: measured
-  // on 60,000 facility items, 0.19–0.21 CPU-s per 1,000 updates against 0.15 this way, and
-  // 0.073 against 0.030 for unchanged ones (issue 30, docs/decisions.md "Updates in signals").
+  // checkpoint, a full-page image of its own), and tries the insert's speculative path: PostgreSQL's
+  // CPU per 1,000 changed items 0.195–0.208 s that way, 0.176–0.193 this way; per 1,000 unchanged
+  // ones 0.067 against 0.039 (`npm run bench:signals-upsert`; docs/decisions.md "Updates in signals").
   const { rows: found } = await client.query<{ item_id: string; identity: string; lifecycle_status: LifecycleStatus }>(
     `SELECT item_id, concat_ws('/', item_network, item_domain, item_type) AS identity, lifecycle_status
        FROM signals.items WHERE item_id = ANY($1::uuid[])`, [rows.map((r) => r.item_id)]);
