@@ -190,41 +190,35 @@ export async function upsertItems(client: PoolClient, network: Network, items: I
   // RETURNING only what the statement decides (status, creator, times): the snapshots for the
   // search index are the input rows plus those, so PostgreSQL need not print every item's state
   // back nor this process parse it (a fifth of the statement's cost in bulk onboarding, issue 17).
-  const returning = (alias: string, inserted: string) => `RETURNING ${alias}.item_id, ${alias}.lifecycle_status, ${alias}.created_by,
-       to_char(${alias}.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at,
-       to_char(${alias}.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS updated_at, ${inserted} AS inserted`;
+  const returning = (inserted: string) => `RETURNING i.item_id, i.lifecycle_status, i.created_by,
+       to_char(i.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at,
+       to_char(i.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS updated_at, ${inserted} AS inserted`;
   const recordset = `AS x(item_id uuid, item_network text, item_domain text, item_type text, item_state jsonb, item_locations jsonb,
          item_instance_url text, item_schema_url text, created_by text, lifecycle_status text, search_text text)`;
+  // An update (from the input row `x` or EXCLUDED): only an item of the same identity whose state
+  // changed; `paused` and `retired` are kept.
+  const assignments = (x: string) => `item_state = ${x}.item_state, item_locations = ${x}.item_locations,
+       item_instance_url = ${x}.item_instance_url, item_schema_url = ${x}.item_schema_url, search_text = ${x}.search_text,
+       created_by = COALESCE(${x}.created_by, i.created_by),
+       lifecycle_status = CASE WHEN i.lifecycle_status IN ('paused', 'retired') THEN i.lifecycle_status ELSE ${x}.lifecycle_status END,
+       updated_at = now()`;
+  const changedOnly = (x: string) => `(i.item_network, i.item_domain, i.item_type) = (${x}.item_network, ${x}.item_domain, ${x}.item_type)
+       AND (i.item_state, i.item_locations, i.item_instance_url, i.item_schema_url)
+           IS DISTINCT FROM (${x}.item_state, ${x}.item_locations, ${x}.item_instance_url, ${x}.item_schema_url)`;
   const { rows: updated } = stored.length ? await client.query<Decided>(
-    `UPDATE signals.items AS i SET
-       item_state = x.item_state, item_locations = x.item_locations,
-       item_instance_url = x.item_instance_url, item_schema_url = x.item_schema_url,
-       search_text = x.search_text,
-       created_by = COALESCE(x.created_by, i.created_by),
-       lifecycle_status = CASE WHEN i.lifecycle_status IN ('paused', 'retired') THEN i.lifecycle_status ELSE x.lifecycle_status END,
-       updated_at = now()
+    `UPDATE signals.items AS i SET ${assignments('x')}
        FROM jsonb_to_recordset($1::jsonb) ${recordset}
-      WHERE i.item_id = x.item_id AND (i.item_network, i.item_domain, i.item_type) = (x.item_network, x.item_domain, x.item_type)
-        AND (i.item_state, i.item_locations, i.item_instance_url, i.item_schema_url)
-            IS DISTINCT FROM (x.item_state, x.item_locations, x.item_instance_url, x.item_schema_url)
-     ${returning('i', 'false')}`, [JSON.stringify(stored)]) : { rows: [] as Decided[] };
+      WHERE i.item_id = x.item_id AND ${changedOnly('x')}
+     ${returning('false')}`, [JSON.stringify(stored)]) : { rows: [] as Decided[] };
   const { rows: inserted } = fresh.length ? await client.query<Decided>(
     `INSERT INTO signals.items AS i (item_id, item_network, item_domain, item_type, item_state, item_locations,
        item_instance_url, item_schema_url, created_by, lifecycle_status, search_text)
      SELECT item_id, item_network, item_domain, item_type, item_state, item_locations, item_instance_url,
        item_schema_url, created_by, lifecycle_status, search_text
        FROM jsonb_to_recordset($1::jsonb) ${recordset}
-     ON CONFLICT (item_id) DO UPDATE SET
-       item_state = EXCLUDED.item_state, item_locations = EXCLUDED.item_locations,
-       item_instance_url = EXCLUDED.item_instance_url, item_schema_url = EXCLUDED.item_schema_url,
-       search_text = EXCLUDED.search_text,
-       created_by = COALESCE(EXCLUDED.created_by, i.created_by),
-       lifecycle_status = CASE WHEN i.lifecycle_status IN ('paused', 'retired') THEN i.lifecycle_status ELSE EXCLUDED.lifecycle_status END,
-       updated_at = now()
-     WHERE (i.item_network, i.item_domain, i.item_type) = (EXCLUDED.item_network, EXCLUDED.item_domain, EXCLUDED.item_type)
-       AND (i.item_state, i.item_locations, i.item_instance_url, i.item_schema_url)
-           IS DISTINCT FROM (EXCLUDED.item_state, EXCLUDED.item_locations, EXCLUDED.item_instance_url, EXCLUDED.item_schema_url)
-     ${returning('i', '(xmax = 0)')}`, [JSON.stringify(fresh)]) : { rows: [] as Decided[] };
+     ON CONFLICT (item_id) DO UPDATE SET ${assignments('EXCLUDED')}
+     WHERE ${changedOnly('EXCLUDED')}
+     ${returning('(xmax = 0)')}`, [JSON.stringify(fresh)]) : { rows: [] as Decided[] };
   // Ids are lower case in the input (itemInputSchema) as PostgreSQL returns them.
   const decidedById = new Map([...updated, ...inserted].map((d) => [d.item_id, d]));
   // In input order (the indexing job's snapshots follow the batch).
