@@ -44,8 +44,9 @@ export function bulkUploadFinish(ctx: PlatformContext): Task {
         WHERE upload_id = $1 AND status = 'running'`, [uploadId, key]);
     await enqueueDashboardRefresh(ctx.pool, job.aggregator_id);
     // Once the job is completed, so that its time is not the upload's. A failure only leaves the
-    // next upsert's staging to analyze (lib/aggregator/bulk/upsert.ts).
-    await refreshParticipantStatistics(ctx.pool, { wait: false })
+    // next upsert's staging to analyze (lib/aggregator/bulk/upsert.ts). The job's own counts, as the
+    // last chunks' writes may not have reached the statistics yet (a small upload's all of them).
+    await refreshParticipantStatistics(ctx.pool, { wait: false, changed: job.created + job.updated })
       .catch((err: unknown) => helpers.logger.error(`bulk upload ${uploadId}: participants not analyzed: ${String(err)}`));
   };
 }

@@ -59,14 +59,17 @@ export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClie
  * on the wrong index and read the whole table (docs/decisions.md, "Bulk onboarding III").
  * `table` is a trusted, schema-qualified name (never user input). `skipLocked` (default true):
  * a concurrent analyze (autovacuum's, another job's) is not waited for — then the statistics may
- * still be stale when this returns; false waits for it and analyzes after it.
+ * still be stale when this returns; false waits for it and analyzes after it. `changed`: rows the
+ * caller knows it changed, counted when the statistics' own count is lower (a backend reports its
+ * writes to them up to a second after its commit, so rows committed just now may be missing).
  * @returns whether it analyzed. @throws Error from the database.
  */
-export async function analyzeIfChanged(db: Queryable, table: string, options: { minRows: number; share: number; skipLocked?: boolean }): Promise<boolean> {
+export async function analyzeIfChanged(db: Queryable, table: string,
+  options: { minRows: number; share: number; skipLocked?: boolean; changed?: number }): Promise<boolean> {
   const { rows: [stats] } = await db.query<{ changed: number; rows: number }>(
     `SELECT s.n_mod_since_analyze::float8 AS changed, greatest(c.reltuples, 0)::float8 AS rows
        FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid WHERE s.relid = $1::regclass`, [table]);
-  if (!stats || stats.changed <= Math.max(options.minRows, options.share * stats.rows)) return false;
+  if (!stats || Math.max(stats.changed, options.changed ?? 0) <= Math.max(options.minRows, options.share * stats.rows)) return false;
   await db.query(`ANALYZE ${options.skipLocked === false ? '' : '(SKIP_LOCKED) '}${table}`);
   return true;
 }

@@ -45,14 +45,20 @@ describe('worker runner', () => {
       finished = true;
     };
     const worker = await startWorker(platform.ctx, { taskList: { slow } });
-    expect(await workerAlive(platform.ctx.pool)).toEqual({ alive: true, count: 1 });
-    await enqueue(platform.ctx.pool, { task: 'slow', payload: {} });
-    await running;
-    // The heartbeat names what the running job is locked by, so a crash recovery can unlock it.
-    const { rows: [link] } = await platform.ctx.pool.query(
-      `SELECT j.locked_by = ANY(h.job_worker_ids) AS linked FROM graphile_worker._private_jobs j, platform.worker_heartbeats h`);
-    expect(link.linked).toBe(true);
-    await worker.stop(10_000);
+    try {
+      expect(await workerAlive(platform.ctx.pool)).toEqual({ alive: true, count: 1 });
+      await enqueue(platform.ctx.pool, { task: 'slow', payload: {} });
+      await running;
+      // The heartbeat names what the running job is locked by, so a crash recovery can unlock it.
+      // (This job's row only: a scheduled job of another task may be queued beside it.)
+      const { rows: [link] } = await platform.ctx.pool.query(
+        `SELECT j.locked_by = ANY(h.job_worker_ids) AS linked
+           FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks t ON t.id = j.task_id, platform.worker_heartbeats h
+          WHERE t.identifier = 'slow'`);
+      expect(link.linked).toBe(true);
+    } finally {
+      await worker.stop(10_000);
+    }
     expect(finished).toBe(true);
     expect(await jobs('slow')).toEqual([]);
     expect(await workerAlive(platform.ctx.pool)).toEqual({ alive: false, count: 0 });
