@@ -3,8 +3,8 @@
  * on `upsertItems` (lib/network/items.ts) — the statement that stores a bulk upload's pushed items —
  * when the items are new, when every item changed, and when none did.
  *
- * The first BENCH_ITEMS (default 60,000) rows of the facility file (../shared/data, read from
- * there) are coerced as a bulk upload's rows are and stored on a fresh embedded database in batches
+ * The first BENCH_ITEMS (default 60,000) valid items of the facility file (../shared/data, read
+ * from there by bench/pmgsy-facilities.ts) are stored on a fresh embedded database in batches
  * of 200 items (bulk onboarding's push size), one transaction each, through one connection; then
  * every item's locality is changed and the batches are stored again (after a CHECKPOINT, so the
  * pages' first writes carry their full-page images as in a real upload), twice; then the last
@@ -17,21 +17,17 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parse } from 'csv-parse/sync';
 import pg from 'pg';
-import { matchHeaders } from '../lib/aggregator/bulk/header-match.ts';
-import { createRowCoercer } from '../lib/aggregator/bulk/row-coercion.ts';
-import { participantItem } from '../lib/aggregator/participants.ts';
 import { loadNetwork } from '../lib/network/config.ts';
-import { upsertItems, type ItemInput } from '../lib/network/items.ts';
+import { createItemStateValidators, itemInputProblem, upsertItems, type ItemInput } from '../lib/network/items.ts';
 import { loadConfig } from '../lib/platform/config.ts';
 import { startEmbeddedPostgres } from '../lib/platform/embedded-postgres.ts';
 import { freePort } from '../lib/platform/free-port.ts';
 import { migrate } from '../lib/platform/migrate.ts';
+import { facilityItems } from './pmgsy-facilities.ts';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const SOURCE = path.resolve(repo, '../shared/data/pmgsy-rural-facilities/pmgsy_facilities_south_west_india.csv');
-const COLUMN_MAP = path.join(repo, 'fixtures/column-maps/pmgsy-facilities.json');
 const RESULTS = path.join(repo, 'bench/results/signals-upsert.json');
 const ITEMS = Number(process.env.BENCH_ITEMS ?? 60_000);
 const BATCH = 200;
@@ -43,14 +39,12 @@ if (!existsSync(SOURCE)) {
 
 const network = await loadNetwork(loadConfig().NETWORK);
 const domain = network.domains.get('provider')!;
-// The first ITEMS records only: a slice of the file's text, as csv-parse's `to` stops there anyway.
-const records: string[][] = parse(readFileSync(SOURCE, 'utf8').slice(0, ITEMS * 200), { to: ITEMS + 1, relax_column_count: true });
-const coerce = createRowCoercer(network, domain, matchHeaders(domain, records[0], JSON.parse(readFileSync(COLUMN_MAP, 'utf8'))));
-const origin = { createdBy: 'aggregator:bench', instanceUrl: 'http://localhost' };
-const items: ItemInput[] = records.slice(1).flatMap((cells) => {
-  const row = coerce(cells);
-  return row.ok ? [participantItem(network, domain, randomUUID(), row.participant, origin)] : [];
-});
+const validators = createItemStateValidators(network);
+const items: ItemInput[] = [];
+for await (const item of facilityItems(SOURCE, network, domain, () => randomUUID())) {
+  if (items.length >= ITEMS) break;
+  if (!itemInputProblem(network, validators, item)) items.push(item); // e.g. coordinates outside India
+}
 const withLocality = (suffix: string) => items.map((item) => ({ ...item, item_state: { ...item.item_state, locality: `${item.item_state.locality ?? ''} ${suffix}` } }));
 
 const dataDir = await mkdtemp(path.join(os.tmpdir(), 'ldp-bench-signals-'));
