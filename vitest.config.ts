@@ -23,7 +23,7 @@ export default defineConfig({
     pool: 'forks',
     // Two test files at a time at least: vitest's default (one fewer than the cores) runs one at a
     // time on a 2-core machine, while the files mostly wait on PostgreSQL, child processes and
-    // timers (the suite took 765 s that way, 507–509 s two at a time; docs/decisions.md, "The test run").
+    // timers (the suite took 765 s that way, 423–509 s two at a time; docs/decisions.md, "The test run").
     maxWorkers: Math.max(2, availableParallelism() - 1),
     testTimeout: 30_000,
     hookTimeout: 120_000,
