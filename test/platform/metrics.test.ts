@@ -39,7 +39,13 @@ describe('GET /metrics', () => {
     const res = await request(platform.url('aggregator')).get('/metrics');
     expect(res.status).toBe(200);
     expect(res.headers['content-type']).toMatch(/^text\/plain/);
-    const text = res.text;
+    // The upload reads completed once the finish task has committed; its job is counted when
+    // graphile-worker marks it done, a moment later: read the metrics once it is.
+    let text = '';
+    await expect.poll(async () => {
+      text = (await request(platform.url('aggregator')).get('/metrics')).text;
+      return sample(text, 'worker_job_duration_seconds_count', { task: 'bulk-upload-finish', outcome: 'success' });
+    }, { timeout: 10_000 }).toBe(1);
     expect(sample(text, 'http_request_duration_seconds_count', { service: 'search', method: 'POST', route: '/v1/search', status: '400' })).toBe(3);
     expect(sample(text, 'http_request_duration_seconds_count', { service: 'aggregator', route: '/v1/bulk-uploads/:id', status: '404' })).toBe(1);
     expect(sample(text, 'worker_jobs_total', { task: 'bulk-upload-stage', outcome: 'success' })).toBe(1);
