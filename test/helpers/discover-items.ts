@@ -83,13 +83,22 @@ export function distanceMeters(a: { lat: number; lng: number }, b: { lat: number
   return 2 * 6371008.8 * Math.asin(Math.min(1, Math.sqrt(h)));
 }
 
-/** Waits until the search-index-items task has indexed every one of `ids` (polls search.items). */
+/**
+ * Waits until the search-index-items task has indexed every one of `ids` as signals holds it now
+ * (polls search.items against signals.items): a live item in search.items, live; an item of
+ * another status there with that status, or absent. A retirement is a second job after the
+ * item's first: waiting for the row alone let a search count a retired item as live.
+ */
 export async function waitForIndex(db: Queryable, ids: string[], timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const { rows } = await db.query<{ n: number }>('SELECT count(*) AS n FROM search.items WHERE item_id = ANY($1::uuid[])', [ids]);
-    if (rows[0].n === ids.length) return;
-    if (Date.now() > deadline) throw new Error(`only ${rows[0].n} of ${ids.length} items indexed after ${timeoutMs} ms`);
+    const { rows } = await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM signals.items s LEFT JOIN search.items x ON x.item_id = s.item_id
+        WHERE s.item_id = ANY($1::uuid[])
+          AND (x.item_id IS NULL AND s.lifecycle_status = 'live' OR x.lifecycle_status IS DISTINCT FROM s.lifecycle_status AND x.item_id IS NOT NULL)`,
+      [ids]);
+    if (rows[0].n === 0) return;
+    if (Date.now() > deadline) throw new Error(`${rows[0].n} of ${ids.length} items not indexed as signals holds them after ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
