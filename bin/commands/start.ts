@@ -35,9 +35,9 @@ export async function runPlatform(parts: PlatformParts, owner: boolean): Promise
   process.on('SIGINT', () => onSignal('SIGINT'));
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   const db = await openDatabase(config, logger, { owner });
-  // Recorded as soon as the database runs: an `ldp` command started meanwhile (while the platform
-  // migrates and starts) then uses this database instead of taking it for one left running by a
-  // dead process and stopping it. Rewritten once the services listen, with their addresses.
+  // openDatabase claimed DATA_DIR before starting PostgreSQL; the database is recorded as soon as
+  // it runs, so that an `ldp` command started meanwhile (while the platform migrates and starts)
+  // uses it. Rewritten once the services listen, with their addresses.
   const record = (urls: InstanceInfo['urls']) => (owner && db.embedded
     ? writeInstance(config.dataDirPath, { pid: process.pid, database_url: db.url, urls, started_at: new Date(started).toISOString() })
     : Promise.resolve());

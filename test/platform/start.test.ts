@@ -79,9 +79,9 @@ describe('ldp start on the embedded database', () => {
         SIGNALS_PORT: String(await freePort()), AGGREGATOR_PORT: String(await freePort()), SEARCH_PORT: String(await freePort()),
       };
       const starting = spawnLdpUntil(['start'], raceEnv, (o) => o.includes('worker     running'));
-      // As soon as PostgreSQL runs, long before the platform is up (migrations, services, worker).
+      // As soon as PostgreSQL's server starts: before the platform has recorded its database
+      // (or a moment after), long before it is up (migrations, services, worker).
       await expect.poll(() => existsSync(path.join(dir, 'postgres', 'postmaster.pid')), { timeout: 60_000, interval: 20 }).toBe(true);
-      await new Promise((resolve) => setTimeout(resolve, 300));
       const key = await runLdp(['keys', 'list', '--service', 'search'], { DATA_DIR: dir });
       const { child, out } = await starting;
       children.push(child);
