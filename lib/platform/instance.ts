@@ -53,7 +53,8 @@ export async function readInstance(dataDir: string, waitMs = 120_000): Promise<I
     const claim = await readClaim(dataDir);
     if (!claim || claim.database_url) return claim as InstanceInfo | null;
     if (Date.now() >= deadline) {
-      throw new Error(`The platform starting from ${dataDir} (pid ${claim.pid}) has had no database for ${waitMs / 1000} s`);
+      throw new Error(`The platform starting from ${dataDir} (pid ${claim.pid}) has had no database for ${waitMs / 1000} s `
+        + `(if no \`ldp start\` runs there, remove ${fileOf(dataDir)})`);
     }
     await sleep(100);
   }
