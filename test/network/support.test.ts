@@ -64,12 +64,16 @@ describe('support requests', () => {
     expect(mail.parsed.attachments[0]).toMatchObject({ filename: 'errors.csv', contentType: 'text/csv' });
     expect(mail.parsed.attachments[0].content.toString()).toBe(csv);
 
-    // Recorded as sent; the stored attachment is gone; the contacts are not stored in clear.
-    const { rows: [row] } = await platform.ctx.pool.query('SELECT * FROM platform.support_requests WHERE reference = $1', [reference]);
+    // Recorded as sent; the stored attachment is gone; the contacts are not stored in clear. The
+    // task records the send after the SMTP server has the mail, so the row is read until it does.
+    const sent = async () => (await platform.ctx.pool.query('SELECT * FROM platform.support_requests WHERE reference = $1', [reference])).rows[0];
+    await expect.poll(async () => (await sent()).emailed_at, { timeout: 10_000 }).not.toBeNull();
+    const row = await sent();
     expect(row).toMatchObject({ service: 'aggregator', type: 'support_request', message_id: mail.parsed.messageId });
     expect(row.emailed_at).not.toBeNull();
     expect(row.request_encrypted).not.toContain('asha');
-    expect(await platform.ctx.storage.stat(row.attachments[0].object_key)).toBeNull();
+    // Deleted right after the row is updated.
+    await expect.poll(() => platform.ctx.storage.stat(row.attachments[0].object_key), { timeout: 10_000 }).toBeNull();
   });
 
   it('refuses invalid bodies with 400 naming each field, and stores nothing', async () => {
