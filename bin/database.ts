@@ -1,11 +1,12 @@
 /**
  * Which database an `ldp` command uses: DATABASE_URL when set; else the embedded database of the
  * instance `ldp start` is running (or starting) from DATA_DIR; else the embedded database in
- * DATA_DIR, started for this command (initialised on first use) and stopped again when it is done.
+ * DATA_DIR, started for this command (initialised on first use) and stopped again when it is
+ * done, one process at a time.
  */
 import type { Config } from '../lib/platform/config.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../lib/platform/embedded-postgres.ts';
-import { claimInstance, readInstance, removeInstance } from '../lib/platform/instance.ts';
+import { openInstance, releaseInstance } from '../lib/platform/instance.ts';
 import type { Logger } from '../lib/platform/logger.ts';
 
 export interface DatabaseHandle {
@@ -16,25 +17,38 @@ export interface DatabaseHandle {
 }
 
 /**
- * Opens the database for a command. `owner` commands (`ldp start`) claim DATA_DIR before they
- * start its database (lib/platform/instance.ts) and refuse to share it; the others wait for the
- * database of an instance that is starting.
- * @throws Error when another live process owns DATA_DIR (owner), or PostgreSQL does not start.
+ * Opens the database for a command. Without DATABASE_URL, the process claims DATA_DIR's embedded
+ * database first (lib/platform/instance.ts): it uses the database of a running `ldp start`
+ * (waiting for it while that starts), or starts the server for itself once no other process
+ * holds it (waiting while one does). `owner` (`ldp start`) refuses to share DATA_DIR with
+ * another `ldp start`. `release` stops a server started here, then lets go of the claim.
+ * @throws Error when another `ldp start` runs from DATA_DIR (owner), the claim stays held for
+ *   120 s, or PostgreSQL does not start.
  */
 export async function openDatabase(config: Config, logger: Logger, options: { owner?: boolean } = {}): Promise<DatabaseHandle> {
   if (config.DATABASE_URL) return { url: config.DATABASE_URL, release: async () => {} };
-  if (options.owner) await claimInstance(config.dataDirPath);
-  else {
-    const running = await readInstance(config.dataDirPath);
-    if (running) return { url: running.database_url, release: async () => {} };
-  }
+  const dataDir = config.dataDirPath;
   const log = logger.child({ component: 'embedded-postgres' });
-  const embedded = await startEmbeddedPostgres({
-    dataDir: config.dataDirPath, port: config.EMBEDDED_POSTGRES_PORT, log: (line) => log.info(line),
-  }).catch(async (err) => {
-    if (options.owner) await removeInstance(config.dataDirPath);
-    throw err;
+  const running = await openInstance(dataDir, options.owner ? 'platform' : 'command', {
+    onWait: (pid) => log.info({ pid }, `waiting for the ldp process ${pid} to be done with the embedded database of ${dataDir}`),
   });
+  if (running) return { url: running.database_url, release: async () => {} };
+  const embedded = await startEmbeddedPostgres({ dataDir, port: config.EMBEDDED_POSTGRES_PORT, log: (line) => log.info(line) })
+    .catch(async (err) => {
+      await releaseInstance(dataDir, 'stopped');
+      throw err;
+    });
   log.info({ port: embedded.port, dataDir: embedded.dataDir }, 'embedded PostgreSQL started');
-  return { url: embedded.url, embedded, release: () => embedded.stop() };
+  return {
+    url: embedded.url,
+    embedded,
+    release: async () => {
+      await releaseInstance(dataDir, 'stopping');
+      try {
+        await embedded.stop();
+      } finally {
+        await releaseInstance(dataDir, 'stopped');
+      }
+    },
+  };
 }

@@ -6,7 +6,7 @@
  * the pool, stop the embedded PostgreSQL cleanly. A second signal exits at once.
  */
 import { ConfigError, loadConfig, serviceUrls } from '../../lib/platform/config.ts';
-import { removeInstance, writeInstance, type InstanceInfo } from '../../lib/platform/instance.ts';
+import { writeInstance, type InstanceInfo } from '../../lib/platform/instance.ts';
 import { createLogger } from '../../lib/platform/logger.ts';
 import { SERVICES } from '../../api/service-names.ts';
 import type { ServiceName } from '../../api/http/service-app.ts';
@@ -47,7 +47,6 @@ export async function runPlatform(parts: PlatformParts, owner: boolean): Promise
     // Everything in one process: the worker on its own thread, off the services' event loop (issue 17).
     platform = await startPlatform(config, logger, db.url, owner && parts.worker && parts.services.length ? { ...parts, worker: 'thread' } : parts);
   } catch (err) {
-    if (owner && db.embedded) await removeInstance(config.dataDirPath).catch(() => {});
     await db.release().catch(() => {});
     throw err;
   }
@@ -69,7 +68,7 @@ export async function runPlatform(parts: PlatformParts, owner: boolean): Promise
     logger.info({ signal }, 'stopping: waiting for running jobs, then no new requests');
     try {
       await platform.stop();
-      if (owner) await removeInstance(config.dataDirPath);
+      // Stops the embedded server, then removes instance.json (its database out of it first).
       await db.release();
       logger.info('stopped cleanly');
       process.exit(0);

@@ -93,4 +93,28 @@ describe('ldp start on the embedded database', () => {
       await rm(dir, { recursive: true, force: true });
     }
   }, 120_000);
+
+  it('commands run at once where nothing runs take the embedded database in turn, and so does an ldp start', async () => {
+    const dir = await tempDir('ldp-start-turns-');
+    try {
+      const turnEnv = {
+        DATA_DIR: dir, EMBEDDED_POSTGRES_PORT: String(await freePort()),
+        SIGNALS_PORT: String(await freePort()), AGGREGATOR_PORT: String(await freePort()), SEARCH_PORT: String(await freePort()),
+      };
+      // Each would otherwise start the cluster for itself and stop another's server under it.
+      const names = ['a', 'b', 'c'];
+      const created = await Promise.all(names.map((name) => runLdp(['keys', 'create', '--service', 'search', '--name', name], turnEnv)));
+      for (const r of created) expect(r.code, r.stderr).toBe(0);
+      const starting = spawnLdpUntil(['start'], turnEnv, (o) => o.includes('worker     running'));
+      const listed = await runLdp(['keys', 'list', '--service', 'search'], turnEnv);
+      const { child } = await starting;
+      children.push(child);
+      expect(listed.code, listed.stderr).toBe(0);
+      for (const name of names) expect(listed.stdout).toMatch(new RegExp(`\\s${name}\\s+active`));
+      expect(await stopChild(child)).toBe(0);
+      expect(existsSync(path.join(dir, 'instance.json'))).toBe(false);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });
