@@ -68,8 +68,8 @@ export async function readInstance(dataDir: string, waitMs = 120_000): Promise<I
 }
 
 function heldTooLong(dataDir: string, claim: Claim, waitMs: number): string {
-  const who = claim.kind === 'command' ? `an ldp command (pid ${claim.pid}) started for itself` : `the platform starting from ${dataDir} (pid ${claim.pid})`;
-  return `The embedded database of ${dataDir}, which ${who}, has not been free for use for ${waitMs / 1000} s `
+  const who = claim.kind === 'command' ? `an ldp command (pid ${claim.pid}) that started it for itself` : `ldp start (pid ${claim.pid}), starting or stopping`;
+  return `The embedded database of ${dataDir} has been held for ${waitMs / 1000} s by ${who} `
     + `(if no ldp process with that pid runs, remove ${fileOf(dataDir)})`;
 }
 

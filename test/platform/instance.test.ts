@@ -57,7 +57,7 @@ describe('instance.json', () => {
   it('makes a command wait while ldp start starts its database, then gives it that database', async () => {
     const dir = await dataDir();
     expect(await openInstance(dir, 'platform')).toBeNull();
-    await expect(readInstance(dir, 300)).rejects.toThrow(`(pid ${process.pid}), has not been free for use for 0.3 s`);
+    await expect(readInstance(dir, 300)).rejects.toThrow(`has been held for 0.3 s by ldp start (pid ${process.pid}), starting or stopping`);
     let read = false;
     const reading = readInstance(dir).then((r) => { read = true; return r; });
     const opening = openInstance(dir, 'command');
@@ -80,7 +80,7 @@ describe('instance.json', () => {
     await writeFile(fileOf(dir), JSON.stringify({ pid: holder, started_at: '2026-11-27T10:00:00.000Z', kind: 'command' }));
     expect(await readInstance(dir)).toBeNull();
     await expect(openInstance(dir, 'command', { waitMs: 300 }))
-      .rejects.toThrow(`which an ldp command (pid ${holder}) started for itself, has not been free for use for 0.3 s`);
+      .rejects.toThrow(`has been held for 0.3 s by an ldp command (pid ${holder}) that started it for itself`);
     const waitedFor: number[] = [];
     let claimed = false;
     const opening = openInstance(dir, 'platform', { onWait: (pid) => waitedFor.push(pid) }).then((r) => { claimed = true; return r; });
