@@ -30,7 +30,7 @@ export async function openDatabase(config: Config, logger: Logger, options: { ow
   const dataDir = config.dataDirPath;
   const log = logger.child({ component: 'embedded-postgres' });
   const running = await openInstance(dataDir, options.owner ? 'platform' : 'command', {
-    onWait: (pid) => log.info({ pid }, `waiting for the ldp process ${pid} to be done with the embedded database of ${dataDir}`),
+    onWait: (pid) => log.info({ pid }, `waiting for the ldp process ${pid}, which holds the embedded database of ${dataDir}`),
   });
   if (running) return { url: running.database_url, release: async () => {} };
   const embedded = await startEmbeddedPostgres({ dataDir, port: config.EMBEDDED_POSTGRES_PORT, log: (line) => log.info(line) })
