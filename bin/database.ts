@@ -6,7 +6,7 @@
  */
 import type { Config } from '../lib/platform/config.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../lib/platform/embedded-postgres.ts';
-import { openInstance, releaseInstance } from '../lib/platform/instance.ts';
+import { openInstance, readInstance, releaseInstance } from '../lib/platform/instance.ts';
 import type { Logger } from '../lib/platform/logger.ts';
 
 export interface DatabaseHandle {
@@ -21,13 +21,24 @@ export interface DatabaseHandle {
  * database first (lib/platform/instance.ts): it uses the database of a running `ldp start`
  * (waiting for it while that starts), or starts the server for itself once no other process
  * holds it (waiting while one does). `owner` (`ldp start`) refuses to share DATA_DIR with
- * another `ldp start`. `release` stops a server started here, then lets go of the claim.
- * @throws Error when another `ldp start` runs from DATA_DIR (owner), the claim stays held for
- *   120 s, or PostgreSQL does not start.
+ * another `ldp start`; `part` (`ldp serve`, `ldp worker`) runs only beside one (README, "The
+ * `ldp` command"): a part holding a server of its own would keep every other process from it for
+ * its whole life, and stop it under them. `release` stops a server started here, then lets go of
+ * the claim.
+ * @throws Error when another `ldp start` runs from DATA_DIR (owner), none does (part), the claim
+ *   stays held for 120 s, or PostgreSQL does not start.
  */
-export async function openDatabase(config: Config, logger: Logger, options: { owner?: boolean } = {}): Promise<DatabaseHandle> {
+export async function openDatabase(config: Config, logger: Logger, options: { owner?: boolean; part?: boolean } = {}): Promise<DatabaseHandle> {
   if (config.DATABASE_URL) return { url: config.DATABASE_URL, release: async () => {} };
   const dataDir = config.dataDirPath;
+  if (options.part) {
+    const running = await readInstance(dataDir);
+    if (!running) {
+      throw new Error(`ldp serve and ldp worker need DATABASE_URL, or \`ldp start\` running from DATA_DIR (${dataDir}): `
+        + 'neither is there. Start the platform with `ldp start` and add parts beside it, or set DATABASE_URL');
+    }
+    return { url: running.database_url, release: async () => {} };
+  }
   const log = logger.child({ component: 'embedded-postgres' });
   const running = await openInstance(dataDir, options.owner ? 'platform' : 'command', {
     onWait: (pid) => log.info({ pid }, `waiting for the ldp process ${pid}, which holds the embedded database of ${dataDir}`),

@@ -94,6 +94,21 @@ describe('ldp start on the embedded database', () => {
     }
   }, 120_000);
 
+  it('ldp serve and ldp worker refuse to run where neither DATABASE_URL nor an ldp start is, and start no server', async () => {
+    const dir = await tempDir('ldp-start-parts-');
+    try {
+      for (const args of [['worker'], ['serve', '--service', 'all']]) {
+        const res = await runLdp(args, { DATA_DIR: dir, EMBEDDED_POSTGRES_PORT: String(await freePort()) });
+        expect(res.code).toBe(1);
+        expect(res.stderr).toContain(`ldp serve and ldp worker need DATABASE_URL, or \`ldp start\` running from DATA_DIR (${dir})`);
+      }
+      expect(existsSync(path.join(dir, 'postgres'))).toBe(false);
+      expect(existsSync(path.join(dir, 'instance.json'))).toBe(false);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
   it('commands run at once where nothing runs take the embedded database in turn, and so does an ldp start', async () => {
     const dir = await tempDir('ldp-start-turns-');
     try {
