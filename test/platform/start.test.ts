@@ -16,6 +16,24 @@ let dataDir: string;
 let env: Record<string, string>;
 const children: ChildProcess[] = [];
 
+/** An `ldp start` of its own in `dir`: free ports for its PostgreSQL and services. */
+async function platformEnv(dir: string): Promise<Record<string, string>> {
+  return {
+    DATA_DIR: dir, EMBEDDED_POSTGRES_PORT: String(await freePort()),
+    SIGNALS_PORT: String(await freePort()), AGGREGATOR_PORT: String(await freePort()), SEARCH_PORT: String(await freePort()),
+  };
+}
+
+/** Runs `fn` in a DATA_DIR of its own, removed after. */
+async function inDataDir(prefix: string, fn: (dir: string) => Promise<void>): Promise<void> {
+  const dir = await tempDir(prefix);
+  try {
+    await fn(dir);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
 /** Starts `ldp start` and resolves with the printed base URLs once the worker line appears. */
 async function start(): Promise<{ child: ChildProcess; urls: Record<string, string> }> {
   const { child, out } = await spawnLdpUntil(['start'], env, (o) => o.includes('worker     running'));
@@ -32,11 +50,7 @@ afterAll(async () => {
 describe('ldp start on the embedded database', () => {
   it('starts everything, serves credentials made from a second shell, stops cleanly and keeps the data', async () => {
     dataDir = await tempDir('ldp-start-');
-    env = {
-      DATA_DIR: dataDir,
-      EMBEDDED_POSTGRES_PORT: String(await freePort()),
-      SIGNALS_PORT: String(await freePort()), AGGREGATOR_PORT: String(await freePort()), SEARCH_PORT: String(await freePort()),
-    };
+    env = await platformEnv(dataDir);
     const first = await start();
     expect(Object.keys(first.urls).sort()).toEqual(['aggregator', 'search', 'signals']);
     for (const url of Object.values(first.urls)) expect((await fetch(`${url}/health`)).status).toBe(200);
@@ -72,12 +86,8 @@ describe('ldp start on the embedded database', () => {
   }, 120_000);
 
   it('a command from a second shell while the platform starts uses its database, and does not stop it', async () => {
-    const dir = await tempDir('ldp-start-race-');
-    try {
-      const raceEnv = {
-        DATA_DIR: dir, EMBEDDED_POSTGRES_PORT: String(await freePort()),
-        SIGNALS_PORT: String(await freePort()), AGGREGATOR_PORT: String(await freePort()), SEARCH_PORT: String(await freePort()),
-      };
+    await inDataDir('ldp-start-race-', async (dir) => {
+      const raceEnv = await platformEnv(dir);
       const starting = spawnLdpUntil(['start'], raceEnv, (o) => o.includes('worker     running'));
       // As soon as PostgreSQL's server starts: before the platform has recorded its database
       // (or a moment after), long before it is up (migrations, services, worker).
@@ -89,14 +99,11 @@ describe('ldp start on the embedded database', () => {
       const signals = out.split('\n').find((l) => l.startsWith('signals'))!.trim().split(/\s+/)[1];
       expect((await fetch(`${signals}/health`)).status).toBe(200);
       expect(await stopChild(child)).toBe(0);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+    });
   }, 120_000);
 
   it('ldp serve and ldp worker refuse to run where neither DATABASE_URL nor an ldp start is, and start no server', async () => {
-    const dir = await tempDir('ldp-start-parts-');
-    try {
+    await inDataDir('ldp-start-parts-', async (dir) => {
       for (const args of [['worker'], ['serve', '--service', 'all']]) {
         const res = await runLdp(args, { DATA_DIR: dir, EMBEDDED_POSTGRES_PORT: String(await freePort()) });
         expect(res.code).toBe(1);
@@ -104,18 +111,12 @@ describe('ldp start on the embedded database', () => {
       }
       expect(existsSync(path.join(dir, 'postgres'))).toBe(false);
       expect(existsSync(path.join(dir, 'instance.json'))).toBe(false);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+    });
   }, 60_000);
 
   it('commands run at once where nothing runs take the embedded database in turn, and so does an ldp start', async () => {
-    const dir = await tempDir('ldp-start-turns-');
-    try {
-      const turnEnv = {
-        DATA_DIR: dir, EMBEDDED_POSTGRES_PORT: String(await freePort()),
-        SIGNALS_PORT: String(await freePort()), AGGREGATOR_PORT: String(await freePort()), SEARCH_PORT: String(await freePort()),
-      };
+    await inDataDir('ldp-start-turns-', async (dir) => {
+      const turnEnv = await platformEnv(dir);
       // Each would otherwise start the cluster for itself and stop another's server under it.
       const names = ['a', 'b', 'c'];
       const created = await Promise.all(names.map((name) => runLdp(['keys', 'create', '--service', 'search', '--name', name], turnEnv)));
@@ -128,8 +129,6 @@ describe('ldp start on the embedded database', () => {
       for (const name of names) expect(listed.stdout).toMatch(new RegExp(`\\s${name}\\s+active`));
       expect(await stopChild(child)).toBe(0);
       expect(existsSync(path.join(dir, 'instance.json'))).toBe(false);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+    });
   }, 120_000);
 });
