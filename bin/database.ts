@@ -20,18 +20,18 @@ export interface DatabaseHandle {
  * Opens the database for a command. Without DATABASE_URL, the process claims DATA_DIR's embedded
  * database first (lib/platform/instance.ts): it uses the database of a running `ldp start`
  * (waiting for it while that starts), or starts the server for itself once no other process
- * holds it (waiting while one does). `owner` (`ldp start`) refuses to share DATA_DIR with
+ * holds it (waiting while one does). `use`: `start` (`ldp start`) refuses to share DATA_DIR with
  * another `ldp start`; `part` (`ldp serve`, `ldp worker`) runs only beside one (README, "The
  * `ldp` command"): a part holding a server of its own would keep every other process from it for
  * its whole life, and stop it under them. `release` stops a server started here, then lets go of
  * the claim.
- * @throws Error when another `ldp start` runs from DATA_DIR (owner), none does (part), the claim
+ * @throws Error when another `ldp start` runs from DATA_DIR (start), none does (part), the claim
  *   stays held for 120 s, or PostgreSQL does not start.
  */
-export async function openDatabase(config: Config, logger: Logger, options: { owner?: boolean; part?: boolean } = {}): Promise<DatabaseHandle> {
+export async function openDatabase(config: Config, logger: Logger, use: 'start' | 'part' | 'command' = 'command'): Promise<DatabaseHandle> {
   if (config.DATABASE_URL) return { url: config.DATABASE_URL, release: async () => {} };
   const dataDir = config.dataDirPath;
-  if (options.part) {
+  if (use === 'part') {
     const running = await readInstance(dataDir);
     if (!running) {
       throw new Error(`ldp serve and ldp worker need DATABASE_URL, or \`ldp start\` running from DATA_DIR (${dataDir}): `
@@ -40,8 +40,8 @@ export async function openDatabase(config: Config, logger: Logger, options: { ow
     return { url: running.database_url, release: async () => {} };
   }
   const log = logger.child({ component: 'embedded-postgres' });
-  const running = await openInstance(dataDir, options.owner ? 'platform' : 'command', {
-    onWait: (pid) => log.info({ pid }, `waiting for the ldp process ${pid}, which holds the embedded database of ${dataDir}`),
+  const running = await openInstance(dataDir, use === 'start' ? 'platform' : 'command', {
+    onWait: (pid) => log.warn({ pid }, `waiting for the ldp process ${pid}, which holds the embedded database of ${dataDir}`),
   });
   if (running) return { url: running.database_url, release: async () => {} };
   const embedded = await startEmbeddedPostgres({ dataDir, port: config.EMBEDDED_POSTGRES_PORT, log: (line) => log.info(line) })

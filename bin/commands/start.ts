@@ -34,7 +34,7 @@ export async function runPlatform(parts: PlatformParts, owner: boolean): Promise
   let pending: string | undefined;
   process.on('SIGINT', () => onSignal('SIGINT'));
   process.on('SIGTERM', () => onSignal('SIGTERM'));
-  const db = await openDatabase(config, logger, { owner, part: !owner });
+  const db = await openDatabase(config, logger, owner ? 'start' : 'part');
   // openDatabase claimed DATA_DIR before starting PostgreSQL; the database is recorded as soon as
   // it runs, so that an `ldp` command started meanwhile (while the platform migrates and starts)
   // uses it. Rewritten once the services listen, with their addresses.

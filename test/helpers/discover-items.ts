@@ -95,7 +95,7 @@ export async function waitForIndex(db: Queryable, ids: string[], timeoutMs = 30_
     const { rows } = await db.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM signals.items s LEFT JOIN search.items x ON x.item_id = s.item_id
         WHERE s.item_id = ANY($1::uuid[])
-          AND (x.item_id IS NULL AND s.lifecycle_status = 'live' OR x.lifecycle_status IS DISTINCT FROM s.lifecycle_status AND x.item_id IS NOT NULL)`,
+          AND ((x.item_id IS NULL AND s.lifecycle_status = 'live') OR x.lifecycle_status <> s.lifecycle_status)`,
       [ids]);
     if (rows[0].n === 0) return;
     if (Date.now() > deadline) throw new Error(`${rows[0].n} of ${ids.length} items not indexed as signals holds them after ${timeoutMs} ms`);
