@@ -9,9 +9,23 @@ export type Queryable = Pick<pg.Pool, 'query'> | pg.PoolClient;
 // Return int8 (count(*), bigint ids) as numbers: our counts stay far below 2^53.
 pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
 
-/** Creates a pool on `connectionString` with at most `max` connections. */
+/**
+ * How long an idle pooled connection is kept (ms): PgBouncer's `server_idle_timeout` (600 s), not
+ * pg-pool's 10 s. A new PostgreSQL backend is slow for its first queries: it maps each shared
+ * buffer it touches for the first time (a page fault per 4 KB page unless the server uses huge
+ * pages) and fills its catalog caches. Measured on the full facility file (docs/decisions.md,
+ * "A new connection's first searches"): a text search cost the server path's PostgreSQL 25.8 ms of
+ * CPU in a new backend's first 60 searches against 8.2–9.5 ms after; the embedded path 9.7 against
+ * 2.7. With 10 s, every lull or end of a burst closed the connections a burst had warmed.
+ */
+export const IDLE_CONNECTION_MS = 600_000;
+
+/**
+ * Creates a pool on `connectionString` with at most `max` connections, kept while idle for
+ * IDLE_CONNECTION_MS. Idle connections do not keep the process alive (pg-pool `allowExitOnIdle`).
+ */
 export function createPool(connectionString: string, max = 10): pg.Pool {
-  const pool = new pg.Pool({ connectionString, max, application_name: 'ldp' });
+  const pool = new pg.Pool({ connectionString, max, application_name: 'ldp', idleTimeoutMillis: IDLE_CONNECTION_MS, allowExitOnIdle: true });
   // A client losing its connection (e.g. a database restart) must not crash the process: idle
   // clients report on the pool, checked-out ones on themselves; the query in flight still fails.
   pool.on('error', () => {});
