@@ -73,7 +73,9 @@ export async function databaseFacts(url: string): Promise<Record<string, unknown
       `SELECT current_setting('server_version') AS server_version,
               (SELECT extversion FROM pg_extension WHERE extname = 'vector') AS pgvector,
               (SELECT value FROM search.settings WHERE key = 'vector_backend') AS vector_backend,
-              current_setting('shared_buffers') AS shared_buffers, current_setting('max_parallel_maintenance_workers') AS max_parallel_maintenance_workers`)
+              current_setting('shared_buffers') AS shared_buffers, current_setting('max_parallel_maintenance_workers') AS max_parallel_maintenance_workers,
+              -- Huge pages change a new connection's first searches (docs/decisions.md); the status is PostgreSQL 17's.
+              current_setting('huge_pages') AS huge_pages, current_setting('huge_pages_status', true) AS huge_pages_status`)
       .catch(() => client.query(`SELECT current_setting('server_version') AS server_version`));
     return { path: DATABASE_PATH, ...facts };
   } finally {
