@@ -19,6 +19,7 @@ import type { Logger } from '../platform/logger.ts';
 import type { Network } from '../network/config.ts';
 import { searchText } from '../network/search-text.ts';
 import { encodeHalf } from './half.ts';
+import { geoCells } from './geo-cells.ts';
 import { readVectorBackend, type VectorBackendName } from './vector-backend.ts';
 
 export interface IndexOutcome {
@@ -213,7 +214,7 @@ export async function refreshStatistics(pool: Pool, minRows = ANALYZE_AFTER_ROWS
 
 const RECORD_COLUMNS = `item_id uuid, item_network text, item_domain text, item_type text, item_state jsonb, item_locations jsonb,
   item_instance_url text, item_schema_url text, created_by text, created_at timestamptz, source_updated_at timestamptz,
-  lifecycle_status text, search_text text, content_hash text`;
+  lifecycle_status text, search_text text, content_hash text, geo_cells integer[]`;
 
 function record(p: Prepared) {
   return {
@@ -221,6 +222,7 @@ function record(p: Prepared) {
     item_state: p.item.item_state, item_locations: p.item.item_locations ?? [], item_instance_url: p.item.item_instance_url ?? null,
     item_schema_url: p.item.item_schema_url ?? null, created_by: p.item.created_by ?? null, created_at: p.item.created_at,
     source_updated_at: p.item.updated_at, lifecycle_status: p.item.lifecycle_status, search_text: p.text, content_hash: p.hash,
+    geo_cells: geoCells(p.item.item_locations ?? []),
   };
 }
 
@@ -248,8 +250,9 @@ const LOCATIONS_SQL = `
  * whole row with its new embedding (inserted or replacing an older snapshot); without, everything
  * but the embedding, for rows whose text and model version are unchanged (and only when something
  * changed). Rows a newer snapshot already reached, or retired, are left alone. Every row written
- * joins the tail of pgvector's graph (`ann_gen`, the column's default on insert: nothing is added
- * to the HNSW index as it is written; sql/034_search_pgvector_graph.sql).
+ * joins the tail of pgvector's graph (`ann_gen` = search.ann_tail_gen(), read once a statement:
+ * nothing is added to the HNSW index as it is written; sql/034_search_pgvector_graph.sql). The
+ * grid cells are computed here (geoCells; sql/036_search_cells_written.sql).
  */
 async function write(pool: Pool, version: ModelVersion, items: Prepared[], vectorOf: Map<string, Float32Array> | undefined, outcome: IndexOutcome): Promise<void> {
   const embedding = vectorOf && embeddingParam(await backendOf(pool), items.map((p) => vectorOf.get(p.text)!), '$5', '$4');
@@ -258,16 +261,17 @@ async function write(pool: Pool, version: ModelVersion, items: Prepared[], vecto
       `WITH d AS (SELECT * FROM json_to_recordset($1::json) AS d(${RECORD_COLUMNS}, n integer)),
        written AS (
          INSERT INTO search.items AS i (item_id, item_network, item_domain, item_type, item_state, item_locations, item_instance_url,
-           item_schema_url, created_by, created_at, source_updated_at, lifecycle_status, search_words, content_hash,
-           model_id, model_quantization, model_dimensions, embedding)
+           item_schema_url, created_by, created_at, source_updated_at, lifecycle_status, search_words, content_hash, geo_cells,
+           model_id, model_quantization, model_dimensions, embedding, ann_gen)
          SELECT d.item_id, d.item_network, d.item_domain, d.item_type, d.item_state, d.item_locations, d.item_instance_url,
            d.item_schema_url, d.created_by, d.created_at, d.source_updated_at, d.lifecycle_status, strip(to_tsvector('simple', d.search_text)), d.content_hash,
-           $2, $3, $4, ${embedding.sql}
-           FROM d
+           d.geo_cells, $2, $3, $4, ${embedding.sql}, tail.gen
+           FROM d, (SELECT search.ann_tail_gen() AS gen) AS tail
           WHERE NOT EXISTS (SELECT 1 FROM search.retired_items r WHERE r.item_id = d.item_id)
          ON CONFLICT (item_id) DO UPDATE SET
            item_network = EXCLUDED.item_network, item_domain = EXCLUDED.item_domain, item_type = EXCLUDED.item_type,
-           item_state = EXCLUDED.item_state, item_locations = EXCLUDED.item_locations, item_instance_url = EXCLUDED.item_instance_url,
+           item_state = EXCLUDED.item_state, item_locations = EXCLUDED.item_locations, geo_cells = EXCLUDED.geo_cells,
+           item_instance_url = EXCLUDED.item_instance_url,
            item_schema_url = EXCLUDED.item_schema_url, created_by = EXCLUDED.created_by, created_at = EXCLUDED.created_at,
            source_updated_at = EXCLUDED.source_updated_at, lifecycle_status = EXCLUDED.lifecycle_status,
            search_words = EXCLUDED.search_words, content_hash = EXCLUDED.content_hash, model_id = EXCLUDED.model_id,
@@ -281,7 +285,7 @@ async function write(pool: Pool, version: ModelVersion, items: Prepared[], vecto
       `WITH d AS (SELECT * FROM json_to_recordset($1::json) AS d(${RECORD_COLUMNS})),
        written AS (
          UPDATE search.items AS i SET
-           item_state = d.item_state, item_locations = d.item_locations, item_instance_url = d.item_instance_url,
+           item_state = d.item_state, item_locations = d.item_locations, geo_cells = d.geo_cells, item_instance_url = d.item_instance_url,
            item_schema_url = d.item_schema_url, created_by = d.created_by, created_at = d.created_at,
            source_updated_at = d.source_updated_at, lifecycle_status = d.lifecycle_status, ann_gen = search.ann_tail_gen(), indexed_at = now()
            FROM d

@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { withTransaction } from '../../lib/platform/db.ts';
 import { createHashingProvider } from '../../lib/search/embeddings/index.ts';
 import { contentHash } from '../../lib/search/indexer.ts';
+import { geoCells } from '../../lib/search/geo-cells.ts';
 import { loadNetwork } from '../../lib/network/config.ts';
 import { createSearchEngine } from '../../lib/search/engine.ts';
 import { runSearch, type SearchEngine, type SearchItem } from '../../lib/search/query.ts';
@@ -81,6 +82,7 @@ async function rows() {
     const lng = 75.8 + next() * 1.5;
     out.push({
       item_id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`, item_state: state, item_locations: [{ lat, lng }], lat, lng,
+      geo_cells: geoCells([{ lat, lng }]), // as the indexer writes them
       created_at: new Date(Date.UTC(2025, 0, 1) + i * 60_000).toISOString(), lifecycle_status: i % 17 === 0 ? 'paused' : 'live',
       search_text: text, content_hash: contentHash(text), embedding: Array.from((await provider.embed([text]))[0]),
     });
@@ -93,11 +95,11 @@ async function load(db: SqlRunner, data: Awaited<ReturnType<typeof rows>>) {
   for (let i = 0; i < data.length; i += 200) {
     const chunk = JSON.stringify(data.slice(i, i + 200));
     await db.query(
-      `INSERT INTO search.items (item_id, item_network, item_domain, item_type, item_state, item_locations, created_at, source_updated_at,
+      `INSERT INTO search.items (item_id, item_network, item_domain, item_type, item_state, item_locations, geo_cells, created_at, source_updated_at,
          lifecycle_status, search_words, content_hash, model_id, model_quantization, model_dimensions, embedding)
-       SELECT item_id, 'local-discovery', 'provider', 'facility', item_state, item_locations, created_at, created_at, lifecycle_status,
+       SELECT item_id, 'local-discovery', 'provider', 'facility', item_state, item_locations, geo_cells, created_at, created_at, lifecycle_status,
               strip(to_tsvector('simple', search_text)), content_hash, $2, $3, $4, search.embedding_of(embedding)
-         FROM jsonb_to_recordset($1::jsonb) AS d(item_id uuid, item_state jsonb, item_locations jsonb, created_at timestamptz,
+         FROM jsonb_to_recordset($1::jsonb) AS d(item_id uuid, item_state jsonb, item_locations jsonb, geo_cells integer[], created_at timestamptz,
            lifecycle_status text, search_text text, content_hash text, embedding real[])`,
       [chunk, provider.version.model_id, provider.version.quantization, provider.version.dimensions]);
     await db.query(
@@ -118,6 +120,7 @@ beforeAll(async () => {
   await pglite.exec(await readFile(`${SQL_DIR}/017_search_words.sql`, 'utf8'));
   await pglite.exec(await readFile(`${SQL_DIR}/019_search_geo_cells.sql`, 'utf8'));
   await pglite.exec(await readFile(`${SQL_DIR}/034_search_pgvector_graph.sql`, 'utf8'));
+  await pglite.exec(await readFile(`${SQL_DIR}/036_search_cells_written.sql`, 'utf8'));
   expect(await readVectorBackend(pglite)).toBe('pgvector');
   await load(pglite, data);
   await buildGeneration(pglite, provider.version.dimensions, { concurrently: false });

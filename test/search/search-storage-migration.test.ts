@@ -5,7 +5,8 @@
  * embedded default's backend) — bit for bit as the search service's own encoder rounds them; then
  * sql/017_search_words.sql stores each row's text as its words, and sql/019_search_geo_cells.sql adds their grid cells;
  * sql/034_search_pgvector_graph.sql puts every row in the first tail of the graph and drops the HNSW
- * indexes kept in step with every write; searches answer from the converted rows.
+ * indexes kept in step with every write; sql/036_search_cells_written.sql makes the cells a column the
+ * indexer writes, keeping the stored ones; searches answer from the converted rows.
  */
 import { readFile } from 'node:fs/promises';
 import { PGlite } from '@electric-sql/pglite';
@@ -66,6 +67,7 @@ async function migrated(extension: 'vector' | 'cube') {
       WHERE model_dimensions = 384 AND lifecycle_status = 'live'`);
   }
   await db.exec(await readFile(`${SQL_DIR}/034_search_pgvector_graph.sql`, 'utf8'));
+  await db.exec(await readFile(`${SQL_DIR}/036_search_cells_written.sql`, 'utf8'));
   return { db, rows };
 }
 
@@ -96,6 +98,10 @@ describe('migration 015: embeddings to half precision on an existing install', (
       // 019: grid cells of the rows' locations (none here), and one GIN index on words and cells.
       const { rows: cells } = await db.query<{ c: number[] }>(`SELECT geo_cells AS c FROM search.items`);
       expect(cells.map((r) => r.c)).toEqual(rows.map(() => []));
+      // 036: still there, no longer generated (the indexer writes them).
+      const { rows: [generated] } = await db.query<{ g: string }>(
+        `SELECT attgenerated AS g FROM pg_attribute WHERE attrelid = 'search.items'::regclass AND attname = 'geo_cells'`);
+      expect(generated.g).toBe('');
       const { rows: gin } = await db.query<{ indexname: string }>(`SELECT indexname FROM pg_indexes WHERE schemaname = 'search' AND indexdef LIKE '%gin (search_words%'`);
       expect(gin.map((r) => r.indexname)).toEqual(['items_search_words_cells_idx']);
       // A vector of another length is refused by the new check.
