@@ -13,7 +13,7 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
  * How long an idle pooled connection is kept (ms): PgBouncer's `server_idle_timeout` (600 s), not
  * pg-pool's 10 s. A new PostgreSQL backend is slow for its first queries: it maps each shared
  * buffer it touches for the first time (a page fault per 4 KB page unless the server uses huge
- * pages) and fills its catalog caches. Measured on the full facility file (docs/decisions.md,
+ * pages). Measured on the full facility file (docs/decisions.md,
  * "A new connection's first searches"): a text search cost the server path's PostgreSQL 25.8 ms of
  * CPU in a new backend's first 60 searches against 8.2–9.5 ms after; the embedded path 9.7 against
  * 2.7. With 10 s, every lull or end of a burst closed the connections a burst had warmed.

@@ -250,9 +250,10 @@ const LOCATIONS_SQL = `
  * whole row with its new embedding (inserted or replacing an older snapshot); without, everything
  * but the embedding, for rows whose text and model version are unchanged (and only when something
  * changed). Rows a newer snapshot already reached, or retired, are left alone. Every row written
- * joins the tail of pgvector's graph (`ann_gen` = search.ann_tail_gen(), read once a statement:
- * nothing is added to the HNSW index as it is written; sql/034_search_pgvector_graph.sql). The
- * grid cells are computed here (geoCells; sql/036_search_cells_written.sql).
+ * joins the tail of pgvector's graph (`ann_gen` = search.ann_tail_gen(), read once a statement as an
+ * uncorrelated subquery: nothing is added to the HNSW index as it is written;
+ * sql/034_search_pgvector_graph.sql). The grid cells are computed here (geoCells;
+ * sql/036_search_cells_written.sql).
  */
 async function write(pool: Pool, version: ModelVersion, items: Prepared[], vectorOf: Map<string, Float32Array> | undefined, outcome: IndexOutcome): Promise<void> {
   const embedding = vectorOf && embeddingParam(await backendOf(pool), items.map((p) => vectorOf.get(p.text)!), '$5', '$4');
@@ -265,8 +266,8 @@ async function write(pool: Pool, version: ModelVersion, items: Prepared[], vecto
            model_id, model_quantization, model_dimensions, embedding, ann_gen)
          SELECT d.item_id, d.item_network, d.item_domain, d.item_type, d.item_state, d.item_locations, d.item_instance_url,
            d.item_schema_url, d.created_by, d.created_at, d.source_updated_at, d.lifecycle_status, strip(to_tsvector('simple', d.search_text)), d.content_hash,
-           d.geo_cells, $2, $3, $4, ${embedding.sql}, tail.gen
-           FROM d, (SELECT search.ann_tail_gen() AS gen) AS tail
+           d.geo_cells, $2, $3, $4, ${embedding.sql}, (SELECT search.ann_tail_gen())
+           FROM d
           WHERE NOT EXISTS (SELECT 1 FROM search.retired_items r WHERE r.item_id = d.item_id)
          ON CONFLICT (item_id) DO UPDATE SET
            item_network = EXCLUDED.item_network, item_domain = EXCLUDED.item_domain, item_type = EXCLUDED.item_type,
@@ -287,7 +288,7 @@ async function write(pool: Pool, version: ModelVersion, items: Prepared[], vecto
          UPDATE search.items AS i SET
            item_state = d.item_state, item_locations = d.item_locations, geo_cells = d.geo_cells, item_instance_url = d.item_instance_url,
            item_schema_url = d.item_schema_url, created_by = d.created_by, created_at = d.created_at,
-           source_updated_at = d.source_updated_at, lifecycle_status = d.lifecycle_status, ann_gen = search.ann_tail_gen(), indexed_at = now()
+           source_updated_at = d.source_updated_at, lifecycle_status = d.lifecycle_status, ann_gen = (SELECT search.ann_tail_gen()), indexed_at = now()
            FROM d
           WHERE i.item_id = d.item_id AND i.source_updated_at <= d.source_updated_at AND i.content_hash = d.content_hash
             AND i.model_id = $2 AND i.model_quantization = $3 AND i.model_dimensions = $4
