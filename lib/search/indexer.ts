@@ -185,29 +185,32 @@ export async function indexSnapshots(
   return outcome;
 }
 
-/** Rows changed since the last ANALYZE past which refreshStatistics analyzes: at least this many... */
+/** Rows gained or lost since the last ANALYZE past which refreshStatistics analyzes: at least this many... */
 export const ANALYZE_AFTER_ROWS = 10_000;
 /** ...and at least this share of the rows the statistics counted. */
 export const ANALYZE_AFTER_SHARE = 0.5;
 
 /**
- * Analyzes search.items when it changed by more than `minRows` rows (default ANALYZE_AFTER_ROWS)
- * and ANALYZE_AFTER_SHARE of its rows since the planner's statistics were taken
- * (`pg_stat_user_tables.n_mod_since_analyze`, against `pg_class.reltuples`); `ANALYZE
- * (SKIP_LOCKED)`, so that a concurrent analyze (another job's, autovacuum's) is not waited for.
- * Search asks those statistics how many rows a condition passes (query.ts: whether to count, what
- * to estimate, which read). After a bulk upload they described the table as it was before, for
- * the minute or two until autovacuum's ANALYZE: under `npm start` after the 266,978-row file,
- * a text's total read "1,001, estimated" and every newest page collected all 286,000 rows
- * (0.3-0.5 s a request). One ANALYZE of the full table takes 0.8-1.6 s (every column; those
- * search plans with alone, ~0.6 s); at 50 % growth a 267,000-row upload onto 19,000 rows runs ~7.
+ * Analyzes search.items when it grew or shrank by more than `minRows` rows (default
+ * ANALYZE_AFTER_ROWS) and ANALYZE_AFTER_SHARE of its rows since the planner's statistics were taken
+ * (`pg_stat_user_tables.n_live_tup` against `pg_class.reltuples`, which an ANALYZE sets together);
+ * `ANALYZE (SKIP_LOCKED)`, so that a concurrent analyze or vacuum (another job's, autovacuum's) is
+ * not waited for. Search asks those statistics how many rows a condition passes (query.ts: whether
+ * to count, what to estimate, which read). After a bulk upload they described the table as it was
+ * before, for the minute or two until autovacuum's ANALYZE: under `npm start` after the
+ * 266,978-row file, a text's total read "1,001, estimated" and every newest page collected all
+ * 286,000 rows (0.3-0.5 s a request). One ANALYZE of the full table takes 0.8-1.6 s (every
+ * column; those search plans with alone, ~0.6 s); at 50 % growth a 267,000-row upload onto 19,000
+ * rows runs ~7. Rows changed in place leave the count as it was: an upload that updates every
+ * item (issue 30) is left to autovacuum's ANALYZE (it re-analyzed: 3.2 s of statements per 100,000
+ * updated items; docs/decisions.md, "Bulk onboarding III").
  * @returns whether it analyzed. @throws Error from the database.
  */
 export async function refreshStatistics(pool: Pool, minRows = ANALYZE_AFTER_ROWS): Promise<boolean> {
-  const { rows: [stats] } = await pool.query<{ changed: number; rows: number }>(
-    `SELECT s.n_mod_since_analyze::float8 AS changed, greatest(c.reltuples, 0)::float8 AS rows
+  const { rows: [stats] } = await pool.query<{ grown: number; rows: number }>(
+    `SELECT abs(s.n_live_tup - greatest(c.reltuples, 0))::float8 AS grown, greatest(c.reltuples, 0)::float8 AS rows
        FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid WHERE s.relid = 'search.items'::regclass`);
-  if (!stats || stats.changed <= Math.max(minRows, ANALYZE_AFTER_SHARE * stats.rows)) return false;
+  if (!stats || stats.grown <= Math.max(minRows, ANALYZE_AFTER_SHARE * stats.rows)) return false;
   await pool.query('ANALYZE (SKIP_LOCKED) search.items');
   return true;
 }
