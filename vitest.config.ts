@@ -24,7 +24,7 @@ export default defineConfig({
     // Two test files at a time at least: vitest's default (one fewer than the cores) runs one at a
     // time on a 2-core machine, while the files mostly wait on PostgreSQL, child processes and
     // timers (765–937 s that way, 413–509 s two at a time; docs/decisions.md, "The test run").
-    maxWorkers: Math.max(3, availableParallelism() - 1),
+    maxWorkers: Math.max(2, availableParallelism() - 1),
     testTimeout: 30_000,
     hookTimeout: 120_000,
     // Each project starts one PostgreSQL for the run; each test file works in its own database
