@@ -108,11 +108,13 @@ function newestPerItem(items: ItemRecord[]): ItemRecord[] {
 /**
  * Applies `snapshots` (item records as stored at signals, with `updated_at` and
  * `lifecycle_status`) to the index, embedding with `provider` in batches of EMBED_CHUNK texts.
- * Idempotent: applying the same snapshots again changes nothing.
+ * Idempotent: applying the same snapshots again changes nothing. A job that added or removed rows
+ * then refreshes the planner's statistics when due (`refreshStatistics`, its floor
+ * `deps.analyzeAfterRows`, default ANALYZE_AFTER_ROWS).
  * @throws Error from the provider or the database (the caller's job is retried).
  */
 export async function indexSnapshots(
-  deps: { pool: Pool; network: Network; logger: Logger },
+  deps: { pool: Pool; network: Network; logger: Logger; analyzeAfterRows?: number },
   provider: EmbeddingProvider,
   snapshots: ItemRecord[],
 ): Promise<IndexOutcome> {
@@ -134,8 +136,8 @@ export async function indexSnapshots(
   const version = provider.version;
 
   // What the index holds for these items: newer snapshot already applied, retired, same text and model.
-  const { rows: known } = prepared.length ? await deps.pool.query<{ item_id: string; stale: boolean; retired: boolean; current: boolean }>(
-    `SELECT d.item_id, coalesce(i.source_updated_at > d.updated_at, false) AS stale, r.item_id IS NOT NULL AS retired,
+  const { rows: known } = prepared.length ? await deps.pool.query<{ item_id: string; stale: boolean; retired: boolean; current: boolean; fresh: boolean }>(
+    `SELECT d.item_id, coalesce(i.source_updated_at > d.updated_at, false) AS stale, r.item_id IS NOT NULL AS retired, i.item_id IS NULL AS fresh,
             coalesce(i.content_hash = d.hash AND i.model_id = $2 AND i.model_quantization = $3 AND i.model_dimensions = $4, false) AS current
        FROM jsonb_to_recordset($1::jsonb) AS d(item_id uuid, updated_at timestamptz, hash text)
        LEFT JOIN search.items i USING (item_id) LEFT JOIN search.retired_items r USING (item_id)`,
@@ -145,11 +147,16 @@ export async function indexSnapshots(
   const state = new Map(known.map((k) => [k.item_id, k]));
   const toEmbed: Prepared[] = [];
   const toUpdate: Prepared[] = [];
+  // Whether this job adds rows to the index (those not in it yet): only then may the table have grown.
+  let adds = false;
   for (const p of prepared) {
     const k = state.get(p.item.item_id)!;
     if (k.stale || k.retired) outcome.skipped++;
     else if (k.current) toUpdate.push(p);
-    else toEmbed.push(p);
+    else {
+      toEmbed.push(p);
+      adds ||= k.fresh;
+    }
   }
 
   // Unchanged text: one write. Changed text: every chunk's embedding is asked for at once (the
@@ -181,36 +188,38 @@ export async function indexSnapshots(
       outcome.removed = rowCount ?? 0;
     });
   }
-  if (outcome.written || outcome.removed) await refreshStatistics(deps.pool);
+  // Rows changed in place do not make the statistics' row counts wrong: a job that only changes
+  // rows (an upload updating every item, issue 30) leaves them to autovacuum's ANALYZE.
+  if ((adds && outcome.written) || outcome.removed) await refreshStatistics(deps.pool, deps.analyzeAfterRows);
   return outcome;
 }
 
-/** Rows gained or lost since the last ANALYZE past which refreshStatistics analyzes: at least this many... */
+/** Rows changed since the last ANALYZE past which refreshStatistics analyzes: at least this many... */
 export const ANALYZE_AFTER_ROWS = 10_000;
 /** ...and at least this share of the rows the statistics counted. */
 export const ANALYZE_AFTER_SHARE = 0.5;
 
 /**
- * Analyzes search.items when it grew or shrank by more than `minRows` rows (default
- * ANALYZE_AFTER_ROWS) and ANALYZE_AFTER_SHARE of its rows since the planner's statistics were taken
- * (`pg_stat_user_tables.n_live_tup` against `pg_class.reltuples`, which an ANALYZE sets together);
- * `ANALYZE (SKIP_LOCKED)`, so that a concurrent analyze or vacuum (another job's, autovacuum's) is
- * not waited for. Search asks those statistics how many rows a condition passes (query.ts: whether
- * to count, what to estimate, which read). After a bulk upload they described the table as it was
- * before, for the minute or two until autovacuum's ANALYZE: under `npm start` after the
- * 266,978-row file, a text's total read "1,001, estimated" and every newest page collected all
- * 286,000 rows (0.3-0.5 s a request). One ANALYZE of the full table takes 0.8-1.6 s (every
- * column; those search plans with alone, ~0.6 s); at 50 % growth a 267,000-row upload onto 19,000
- * rows runs ~7. Rows changed in place leave the count as it was: an upload that updates every
- * item (issue 30) is left to autovacuum's ANALYZE (it re-analyzed: 3.2 s of statements per 100,000
- * updated items; docs/decisions.md, "Bulk onboarding III").
+ * Called after an indexing job that added or removed rows (`indexSnapshots`; a job that only
+ * changed rows in place does not call it: an upload updating every item re-analyzed the table,
+ * 22 calls and 3.2 s of statements per 100,000 items; docs/decisions.md, "Bulk onboarding III").
+ * Analyzes search.items when it changed by more than `minRows` rows (default ANALYZE_AFTER_ROWS)
+ * and ANALYZE_AFTER_SHARE of its rows since the planner's statistics were taken
+ * (`pg_stat_user_tables.n_mod_since_analyze`, against `pg_class.reltuples`); `ANALYZE
+ * (SKIP_LOCKED)`, so that a concurrent analyze (another job's, autovacuum's) is not waited for.
+ * Search asks those statistics how many rows a condition passes (query.ts: whether to count, what
+ * to estimate, which read). After a bulk upload they described the table as it was before, for
+ * the minute or two until autovacuum's ANALYZE: under `npm start` after the 266,978-row file,
+ * a text's total read "1,001, estimated" and every newest page collected all 286,000 rows
+ * (0.3-0.5 s a request). One ANALYZE of the full table takes 0.8-1.6 s (every column; those
+ * search plans with alone, ~0.6 s); at 50 % growth a 267,000-row upload onto 19,000 rows runs ~7.
  * @returns whether it analyzed. @throws Error from the database.
  */
 export async function refreshStatistics(pool: Pool, minRows = ANALYZE_AFTER_ROWS): Promise<boolean> {
-  const { rows: [stats] } = await pool.query<{ grown: number; rows: number }>(
-    `SELECT abs(s.n_live_tup - greatest(c.reltuples, 0))::float8 AS grown, greatest(c.reltuples, 0)::float8 AS rows
+  const { rows: [stats] } = await pool.query<{ changed: number; rows: number }>(
+    `SELECT s.n_mod_since_analyze::float8 AS changed, greatest(c.reltuples, 0)::float8 AS rows
        FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid WHERE s.relid = 'search.items'::regclass`);
-  if (!stats || stats.grown <= Math.max(minRows, ANALYZE_AFTER_SHARE * stats.rows)) return false;
+  if (!stats || stats.changed <= Math.max(minRows, ANALYZE_AFTER_SHARE * stats.rows)) return false;
   await pool.query('ANALYZE (SKIP_LOCKED) search.items');
   return true;
 }
