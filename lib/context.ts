@@ -7,7 +7,6 @@ import type { Config } from './platform/config.ts';
 import { serviceUrls } from './platform/config.ts';
 import { createPiiCrypto, type PiiCrypto } from './platform/crypto.ts';
 import { createPool, type Pool } from './platform/db.ts';
-import { lowerSessionPriority } from './platform/priority.ts';
 import { createEmbeddingProvider, type EmbeddingProvider } from './search/embeddings/index.ts';
 import type { Logger } from './platform/logger.ts';
 import { createMailer, type Mailer } from './platform/mail.ts';
@@ -18,8 +17,16 @@ import { readOrCreateSecret } from './platform/secrets.ts';
 import { createStorage, type ObjectStorage } from './platform/storage.ts';
 import { createTokenService, type TokenService } from './platform/tokens.ts';
 
-/** Connections of `backgroundPool` (a bulk upload's chunk jobs push a batch at a time each). */
+/** Database sessions of a service's background thread (signals' item batches: a bulk upload's chunk jobs push a batch at a time each). */
 export const BACKGROUND_POOL_SIZE = 4;
+
+/**
+ * The PII master key, base64: PII_KEY, else DATA_DIR/pii.key (written on first start). Also read
+ * by worker threads that decrypt (api/signals/item-batch-worker.ts).
+ */
+export async function readPiiKey(config: Pick<Config, 'PII_KEY' | 'dataDirPath'>): Promise<string> {
+  return config.PII_KEY ?? readOrCreateSecret(config.dataDirPath, 'pii.key', () => randomBytes(32).toString('base64'));
+}
 
 export interface PlatformContext {
   config: Config;
@@ -43,13 +50,6 @@ export interface PlatformContext {
    * later calls return the same one. Rejects when EMBEDDING_PROVIDER=transformers cannot load.
    */
   embeddings(): Promise<EmbeddingProvider>;
-  /**
-   * A small pool (BACKGROUND_POOL_SIZE) whose sessions run at BACKGROUND_NICE without parallel
-   * workers (lib/platform/priority.ts), opened on first use and closed with the context: for work
-   * a service does on behalf of background jobs, e.g. signals writing the item batches a bulk
-   * upload's jobs push, so that it yields the CPU to people's requests as the jobs do.
-   */
-  backgroundPool(): Pool;
   /** Registers `fn` to run on `close`, before the pool closes (e.g. to stop a thread a service started). */
   onClose(fn: () => Promise<void>): void;
   /** Runs what `onClose` registered, releases the embedding model (if one was loaded) and closes the pool. */
@@ -64,12 +64,10 @@ export interface PlatformContext {
  */
 export async function createContext(config: Config, databaseUrl: string, logger: Logger, options: { thread?: string } = {}): Promise<PlatformContext> {
   const network = await loadNetwork(config.NETWORK);
-  const piiKey = config.PII_KEY
-    ?? await readOrCreateSecret(config.dataDirPath, 'pii.key', () => randomBytes(32).toString('base64'));
+  const piiKey = await readPiiKey(config);
   const internalApiKey = config.INTERNAL_API_KEY
     ?? await readOrCreateSecret(config.dataDirPath, 'internal-api.key', () => `ldp_internal_${randomBytes(32).toString('base64url')}`);
   const pool = createPool(databaseUrl, config.DATABASE_POOL_SIZE);
-  let background: Pool | undefined;
   const closers: (() => Promise<void>)[] = [];
   const metrics = createMetrics({ thread: options.thread });
   // A worker thread's metrics are merged into its main thread's, which reads the same queue.
@@ -89,17 +87,13 @@ export async function createContext(config: Config, databaseUrl: string, logger:
       internalApiKey,
       urls: serviceUrls(config),
       embeddings: () => (embeddings ??= createEmbeddingProvider(config, logger)),
-      backgroundPool: () => {
-        if (!background) lowerSessionPriority(background = createPool(databaseUrl, BACKGROUND_POOL_SIZE), config.BACKGROUND_NICE);
-        return background;
-      },
       onClose: (fn) => { closers.push(fn); },
       async close() {
         // Each closer runs whatever another one throws, and the pool closes after all of them.
         const failed = (await Promise.allSettled(closers.splice(0).map((fn) => fn()))).filter((r) => r.status === 'rejected');
         for (const r of failed) logger.error({ err: (r as PromiseRejectedResult).reason }, 'a resource did not close cleanly');
         await embeddings?.then((provider) => provider.dispose(), () => {});
-        await Promise.all([pool.end(), background?.end()]);
+        await pool.end();
       },
     };
   } catch (err) {

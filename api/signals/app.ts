@@ -23,7 +23,7 @@ export function signalsServiceRouteDocs(_network: Network): RouteDoc[] {
 
 export function createSignalsApp(ctx: PlatformContext): Express {
   // Support takes attachments above HTTP_BODY_LIMIT: its route parses them after the API key is checked.
-  const app = createServiceApp(ctx, 'signals', { ownBodyPaths: ['/api/v1/support'] });
+  const app = createServiceApp(ctx, 'signals', { ownBodyPaths: ['/api/v1/support', '/api/v1/items/batch'] });
   useShapeB(app);
   app.use(healthRoutes(ctx, 'signals'));
   app.use(openApiRoutes('signals', signalsServiceRouteDocs(ctx.network)));

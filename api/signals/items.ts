@@ -10,36 +10,27 @@
  * An upserted item may carry `person` (ciphertexts and blind indexes only, lib/signals/people.ts
  * `ItemPerson`): the item is then linked to that person's user, found or created (issue 7).
  */
-import { Router } from 'express';
+import express, { Router } from 'express';
 import { z } from 'zod';
 import type { PlatformContext } from '../../lib/context.ts';
 import { withTransaction } from '../../lib/platform/db.ts';
 import {
   createItemStateValidators, getItem, itemInputProblem, itemInputSchema, LifecycleError, LIFECYCLE_STATUSES,
-  listItemsChangedSince, setLifecycleStatus, setLifecycleStatuses, upsertItems, type ItemPerson,
+  listItemsChangedSince, setLifecycleStatus, setLifecycleStatuses, upsertItems,
 } from '../../lib/network/items.ts';
-import { itemPersonProblem, linkItemsToPeople } from '../../lib/signals/people.ts';
+import { linkItemsToPeople } from '../../lib/signals/people.ts';
 import { isInternalKey } from '../http/auth.ts';
 import { HttpError } from '../http/errors.ts';
+import { jsonOf, requestThread } from '../http/request-thread.ts';
+import { JSON_TYPES, routeBody } from '../http/service-app.ts';
+import { applyItemBatch, batchSchema, MAX_BATCH_ITEMS, personOf, personSchema, userFields, type ItemBatchAnswer } from './item-batch.ts';
 import { API_EXAMPLES, itemRecordDoc } from '../http/openapi.ts';
 import type { RouteDoc } from '../http/route-doc.ts';
 import { parse } from '../http/validation.ts';
 
-export const MAX_BATCH_ITEMS = 1000;
-
-/** The user fields of an item result when the item was linked to a person's user. */
-const userFields = (u: { userId: string; created: boolean } | undefined) => (u ? { user_id: u.userId, user_created: u.created } : {});
+export { MAX_BATCH_ITEMS };
 
 export const idParam = z.object({ item_id: itemInputSchema.shape.item_id });
-export const batchSchema = z.object({ items: z.array(z.unknown()).min(1).max(MAX_BATCH_ITEMS) });
-const hex32 = z.string().regex(/^[0-9a-fA-F]{64}$/, 'expected the 32-byte blind index in hex');
-export const personSchema = z.strictObject({
-  name_encrypted: z.string().min(1).max(2000).optional(),
-  phone_encrypted: z.string().min(1).max(2000).optional(),
-  email_encrypted: z.string().min(1).max(2000).optional(),
-  phone_index: hex32.optional(),
-  email_index: hex32.optional(),
-});
 export const lifecycleSchema = z.object({ lifecycle_status: z.enum(LIFECYCLE_STATUSES) });
 export const lifecycleBatchSchema = z.object({
   items: z.array(z.object({ item_id: itemInputSchema.shape.item_id, lifecycle_status: z.enum(LIFECYCLE_STATUSES) })).min(1).max(MAX_BATCH_ITEMS),
@@ -62,7 +53,7 @@ export function itemRoutes(ctx: PlatformContext): Router {
     if (item.item_id !== item_id) throw new HttpError(400, 'item_id in the body differs from the path');
     const problem = itemInputProblem(ctx.network, validators, item);
     if (problem) throw new HttpError(400, problem);
-    const person = personOf(req.body?.person);
+    const person = personOf(ctx.pii, req.body?.person);
     if (typeof person === 'string') throw new HttpError(400, person);
     const [result, user] = await withTransaction(ctx.pool, async (client) => {
       const [r] = await upsertItems(client, ctx.network, [item]);
@@ -75,50 +66,18 @@ export function itemRoutes(ctx: PlatformContext): Router {
     res.status(result.outcome === 'created' ? 201 : 200).json({ ...result, ...userFields(user), item: await getItem(ctx.pool, item_id) });
   });
 
-  router.post('/items/batch', async (req, res) => {
-    const { items } = parse(batchSchema, req.body);
-    const seen = new Set<string>();
-    const valid: z.infer<typeof itemInputSchema>[] = [];
-    const people = new Map<string, ItemPerson>();
-    const results: Record<string, unknown>[] = items.map((raw, index) => {
-      const parsed = itemInputSchema.safeParse(raw);
-      if (!parsed.success) {
-        return { index, outcome: 'invalid', message: parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') };
-      }
-      const person = personOf((raw as { person?: unknown }).person);
-      const problem = itemInputProblem(ctx.network, validators, parsed.data)
-        ?? (seen.has(parsed.data.item_id) ? 'item_id repeated in this batch' : null)
-        ?? (typeof person === 'string' ? person : null);
-      if (problem) return { index, item_id: parsed.data.item_id, outcome: 'invalid', message: problem };
-      seen.add(parsed.data.item_id);
-      if (person && typeof person !== 'string') people.set(parsed.data.item_id, person);
-      valid.push(parsed.data);
-      return { index, item_id: parsed.data.item_id };
-    });
-    // A batch the platform's own jobs push (a bulk upload's rows) is background work: written in a
-    // session at BACKGROUND_NICE, so that people's requests go first (docs/decisions.md, "Search under load").
-    const pool = isInternalKey(ctx, req) ? ctx.backgroundPool() : ctx.pool;
-    const [stored, linked] = await withTransaction(pool, async (client) => {
-      const upserted = new Map((await upsertItems(client, ctx.network, valid)).map((r) => [r.item_id, r]));
-      const links = valid.filter((i) => people.has(i.item_id) && upserted.get(i.item_id)?.outcome !== 'conflict')
-        .map((i) => ({ itemId: i.item_id, domain: i.item_domain, createdBy: i.created_by ?? null, person: people.get(i.item_id)!, age: i.item_state.age }));
-      return [upserted, await linkItemsToPeople(client, ctx.network.id, links)] as const;
-    });
-    for (const r of results) if (!r.outcome) Object.assign(r, stored.get(r.item_id as string), userFields(linked.get(r.item_id as string)));
-    const count = (o: string) => results.filter((r) => r.outcome === o).length;
-    res.json({
-      results,
-      summary: { total: results.length, created: count('created'), updated: count('updated'), unchanged: count('unchanged'), conflict: count('conflict'), invalid: count('invalid') },
-    });
+  // The batches the platform's own jobs push (a bulk upload's rows) are background work: applied in
+  // a thread whose sessions run at BACKGROUND_NICE (item-batch-worker.ts), so that people's requests
+  // go first on this event loop and in PostgreSQL (docs/decisions.md, "Search under load").
+  const inThread = requestThread<ItemBatchAnswer>(ctx, new URL('./item-batch-worker.js', import.meta.url), "signals' item batch thread",
+    { config: { NETWORK: ctx.config.NETWORK, PII_KEY: ctx.config.PII_KEY, dataDirPath: ctx.config.dataDirPath } });
+  const deps = { network: ctx.network, validators, pii: ctx.pii };
+  router.post('/items/batch', ...routeBody(express.raw({ limit: ctx.config.HTTP_BODY_LIMIT, type: JSON_TYPES })), async (req, res) => {
+    // Without a JSON body express.raw leaves `{}`, which the batch's schema refuses as JSON's parser's would.
+    const raw = Buffer.isBuffer(req.body) ? req.body : undefined;
+    if (raw && isInternalKey(ctx, req)) res.json(await inThread(raw));
+    else res.json(await applyItemBatch(deps, ctx.pool, raw ? jsonOf(raw) : req.body));
   });
-
-  /** The item's `person`, parsed and checked; a string says why it is refused. */
-  function personOf(raw: unknown): ItemPerson | string | undefined {
-    if (raw === undefined || raw === null) return undefined;
-    const parsed = personSchema.safeParse(raw);
-    if (!parsed.success) return `person: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'} ${i.message}`).join('; ')}`;
-    return itemPersonProblem(ctx.pii, parsed.data) ?? parsed.data;
-  }
 
   router.get('/items/:item_id', async (req, res) => {
     const { item_id } = parse(idParam, req.params, 'path');

@@ -22,10 +22,11 @@ export const IDLE_CONNECTION_MS = 600_000;
 
 /**
  * Creates a pool on `connectionString` with at most `max` connections, kept while idle for
- * IDLE_CONNECTION_MS. Idle connections do not keep the process alive (pg-pool `allowExitOnIdle`).
+ * IDLE_CONNECTION_MS, its sessions named `applicationName` (pg_stat_activity.application_name).
+ * Idle connections do not keep the process alive (pg-pool `allowExitOnIdle`).
  */
-export function createPool(connectionString: string, max = 10): pg.Pool {
-  const pool = new pg.Pool({ connectionString, max, application_name: 'ldp', idleTimeoutMillis: IDLE_CONNECTION_MS, allowExitOnIdle: true });
+export function createPool(connectionString: string, max = 10, applicationName = 'ldp'): pg.Pool {
+  const pool = new pg.Pool({ connectionString, max, application_name: applicationName, idleTimeoutMillis: IDLE_CONNECTION_MS, allowExitOnIdle: true });
   // A client losing its connection (e.g. a database restart) must not crash the process: idle
   // clients report on the pool, checked-out ones on themselves; the query in flight still fails.
   pool.on('error', () => {});

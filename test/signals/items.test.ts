@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listItemsChangedSince } from '../../lib/network/items.ts';
 import type { Queryable } from '../../lib/platform/db.ts';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.ts';
+import { ITEM_BATCH_SESSIONS } from '../../api/signals/item-batch.ts';
 
 let platform: TestPlatform;
 let key: string;
@@ -144,18 +145,33 @@ describe('signals items', () => {
     }
   });
 
-  it('writes a batch the platform\'s jobs push (its internal key) in a background session, any other in a request\'s', async () => {
-    const background = platform.ctx.backgroundPool();
+  it('writes a batch the platform\'s jobs push (its internal key) in the item batch thread\'s background sessions, any other in a request\'s', async () => {
+    const threadSessions = async () => (await platform.ctx.pool.query(
+      'SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1', [ITEM_BATCH_SESSIONS])).rows as { pid: number }[];
     const byKey = await request(platform.url('signals')).post('/api/v1/items/batch').set('x-api-key', key).send({ items: [facility()] });
     expect(byKey.body.summary.created).toBe(1);
-    expect(background.totalCount).toBe(0);
+    expect(await threadSessions()).toEqual([]);
     const byJobs = await request(platform.url('signals')).post('/api/v1/items/batch').set('x-api-key', platform.ctx.internalApiKey).send({ items: [facility()] });
+    expect(byJobs.status).toBe(200);
     expect(byJobs.body.summary.created).toBe(1);
-    expect(background.totalCount).toBe(1);
-    // That session yields the CPU: BACKGROUND_NICE (proc(5) /proc/PID/stat, the 19th field), no parallel workers.
-    const { rows: [session] } = await background.query(`SELECT pg_backend_pid() AS pid, current_setting('max_parallel_workers_per_gather') AS parallel`);
-    const stat = await readFile(`/proc/${session.pid}/stat`, 'utf8');
-    expect(Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16])).toBe(Math.max(platform.config.BACKGROUND_NICE, os.getPriority()));
-    expect(session.parallel).toBe('0');
+    const sessions = await threadSessions();
+    expect(sessions.length).toBeGreaterThan(0);
+    // Those sessions yield the CPU: BACKGROUND_NICE (proc(5) /proc/PID/stat, the 19th field).
+    for (const { pid } of sessions) {
+      const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+      expect(Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16])).toBe(Math.max(platform.config.BACKGROUND_NICE, os.getPriority()));
+    }
+    // The thread answers as the event loop does: an invalid item named, the others written; a body that is not a batch refused.
+    const mixed = await request(platform.url('signals')).post('/api/v1/items/batch').set('x-api-key', platform.ctx.internalApiKey)
+      .send({ items: [facility(), { item_id: 'not-a-uuid' }] });
+    expect(mixed.body.summary).toMatchObject({ total: 2, created: 1, invalid: 1 });
+    expect(mixed.body.results[1]).toMatchObject({ index: 1, outcome: 'invalid', message: expect.stringContaining('item_id') });
+    const notJson = await request(platform.url('signals')).post('/api/v1/items/batch').set('x-api-key', platform.ctx.internalApiKey)
+      .set('content-type', 'application/json').send('{"items": [');
+    expect(notJson.status).toBe(400);
+    expect(notJson.body).toEqual({ error: 'invalid_json', message: 'Request body is not valid JSON' });
+    const empty = await request(platform.url('signals')).post('/api/v1/items/batch').set('x-api-key', platform.ctx.internalApiKey).send({ items: [] });
+    expect(empty.status).toBe(400);
+    expect(JSON.stringify(empty.body)).toContain('items');
   });
 });
