@@ -28,8 +28,6 @@ import { API_EXAMPLES, itemRecordDoc } from '../http/openapi.ts';
 import type { RouteDoc } from '../http/route-doc.ts';
 import { parse } from '../http/validation.ts';
 
-export { MAX_BATCH_ITEMS };
-
 export const idParam = z.object({ item_id: itemInputSchema.shape.item_id });
 export const lifecycleSchema = z.object({ lifecycle_status: z.enum(LIFECYCLE_STATUSES) });
 export const lifecycleBatchSchema = z.object({
